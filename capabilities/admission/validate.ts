@@ -1,0 +1,56 @@
+import { a, K8s, PeprValidateRequest } from "pepr";
+import { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import { validatePodBox, validatePodTemplate, validatePodWarmPool, Verdict } from "./rules";
+
+type Req<T extends a.GenericKind> = PeprValidateRequest<T>;
+
+/** An object on its way out is never held back, whatever its spec. */
+const deleting = <T extends a.GenericKind>(req: Req<T>) =>
+  Boolean(req.Raw.metadata?.deletionTimestamp);
+
+const answer = <T extends a.GenericKind, S>(req: Req<T>, verdict: Verdict<S>) =>
+  verdict.ok ? req.Approve() : req.Deny(verdict.errors.join("; "), 422);
+
+/** Validate action for PodTemplate creates and updates. */
+export async function validateTemplateRequest(req: Req<CubePodTemplate>) {
+  if (deleting(req)) return req.Approve();
+  return answer(req, validatePodTemplate(req.Raw.spec));
+}
+
+/** Validate action for PodWarmPool creates and updates. */
+export async function validateWarmPoolRequest(req: Req<PodWarmPool>) {
+  if (deleting(req)) return req.Approve();
+  return answer(req, validatePodWarmPool(req.Raw.spec));
+}
+
+/** Validate action for PodBox creates and updates. */
+export async function validateBoxRequest(req: Req<PodBox>) {
+  if (deleting(req)) return req.Approve();
+  const spec = req.Raw.spec;
+  const oldSpec =
+    req.Request.operation === "UPDATE"
+      ? ((req.OldResource as PodBox | undefined)?.spec ?? {})
+      : undefined;
+  // Only a create can pair a pool with a template (both are immutable afterwards).
+  const poolTemplateRef =
+    !oldSpec && spec?.warmPoolRef && spec.templateRef
+      ? await poolTemplate(
+          req.Raw.metadata?.namespace || req.Request.namespace || "",
+          spec.warmPoolRef,
+        )
+      : undefined;
+  return answer(
+    req,
+    validatePodBox(spec, { name: req.Raw.metadata?.name ?? "", oldSpec, poolTemplateRef }),
+  );
+}
+
+async function poolTemplate(namespace: string, pool: string): Promise<string | undefined> {
+  try {
+    return (await K8s(PodWarmPool).InNamespace(namespace).Get(pool)).spec?.templateRef;
+  } catch (e) {
+    // A pool that does not exist yet is fine (GitOps applies in any order); the reconciler reports it.
+    if ((e as { status?: number }).status === 404) return undefined;
+    throw e;
+  }
+}

@@ -1,0 +1,78 @@
+import { z } from "zod";
+
+/** API group and version of every CubePod kind. */
+export const GROUP = "pod.cubeplex.ai";
+export const VERSION = "v1alpha1";
+export const API_VERSION = `${GROUP}/${VERSION}`;
+
+/** The port podd (the in-sandbox daemon, E2B's envd) listens on unless the template says otherwise. */
+export const DEFAULT_ENVD_PORT = 49983;
+
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+// Kubernetes resource.Quantity, e.g. 10Gi, 500M, 1.5, 100m.
+const QUANTITY = /^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$/;
+
+/**
+ * The name of another object in the same namespace. A bare name (never `ns/name`) is what makes
+ * cross-namespace references impossible by construction.
+ */
+export const objectName = (what: string, scope: "namespaced" | "cluster" = "namespaced") =>
+  z
+    .string()
+    .min(1, { error: `must name a ${what}` })
+    .max(253, { error: "must be at most 253 characters" })
+    .regex(DNS_SUBDOMAIN, {
+      error: `must be the name of a ${what}${scope === "namespaced" ? " in the same namespace" : ""} (lowercase RFC 1123 subdomain)`,
+    });
+
+/** A DNS-1123 label, used where the value becomes part of object names. */
+export const dnsLabel = (max = 63) =>
+  z
+    .string()
+    .min(1, { error: "must not be empty" })
+    .max(max, { error: `must be at most ${max} characters` })
+    .regex(DNS_LABEL, { error: "must be a lowercase RFC 1123 label (a-z, 0-9, '-')" });
+
+/** A Kubernetes quantity such as `10Gi`. */
+export const quantity = () =>
+  z.string().regex(QUANTITY, { error: "must be a Kubernetes quantity such as 10Gi or 500Mi" });
+
+/** A non-empty container image reference. */
+export const image = () =>
+  z.string().regex(/^\S+$/, {
+    error: "must be a container image reference (not empty, no whitespace)",
+  });
+
+/** An RFC 3339 timestamp with a time zone, as Kubernetes writes them. */
+export const timestamp = () =>
+  z.iso.datetime({
+    offset: true,
+    error: "must be an RFC 3339 timestamp such as 2026-12-01T10:00:00Z",
+  });
+
+/** A Kubernetes-style condition (metav1.Condition). */
+export const conditionSchema = z.object({
+  type: z.string().min(1),
+  status: z.enum(["True", "False", "Unknown"]),
+  observedGeneration: z.int().min(0).optional(),
+  lastTransitionTime: timestamp(),
+  reason: z.string().min(1),
+  message: z.string().optional(),
+});
+export type Condition = z.infer<typeof conditionSchema>;
+
+/** Container resource requests and limits (a subset of core/v1 ResourceRequirements). */
+export const resourcesSchema = z.object({
+  requests: z.record(z.string(), quantity()).optional(),
+  limits: z.record(z.string(), quantity()).optional(),
+});
+
+/** An environment variable with a literal value (core/v1 EnvVar without valueFrom). */
+export const envVarSchema = z.object({
+  name: z
+    .string()
+    .min(1, { error: "must not be empty" })
+    .regex(/^[-._a-zA-Z][-._a-zA-Z0-9]*$/, { error: "must be a valid environment variable name" }),
+  value: z.string().optional(),
+});

@@ -1,0 +1,96 @@
+import { z } from "zod";
+import { conditionSchema, dnsLabel, objectName, timestamp } from "./common";
+import { KindDescriptor } from "./descriptor";
+
+export const DESIRED_STATES = ["Running", "Paused", "Terminated"] as const;
+export const PHASES = ["Pending", "Running", "Paused", "Terminated", "Failed"] as const;
+/** Why a box is in its phase; `status.reason`. */
+export const REASONS = [
+  "Creating",
+  "Started",
+  "WarmPoolClaimed",
+  "ForkCloned",
+  "Paused",
+  "IdlePaused",
+  "Resumed",
+  "RootFSReset",
+  "Terminated",
+  "LeaseExpired",
+  "TemplateNotFound",
+  "WarmPoolNotFound",
+  "ForkParentNotFound",
+  "VolumesNotFound",
+  "PodFailed",
+  "APIError",
+] as const;
+
+export const podBoxSpecSchema = z.object({
+  templateRef: objectName("PodTemplate")
+    .optional()
+    .meta({ description: "The PodTemplate (same namespace). Optional when warmPoolRef is set." }),
+  warmPoolRef: objectName("PodWarmPool")
+    .optional()
+    .meta({ description: "Claim a ready standby of this PodWarmPool (same namespace)." }),
+  desiredState: z.enum(DESIRED_STATES).default("Running"),
+  forkFrom: objectName("PodBox")
+    .optional()
+    .meta({ description: "Clone both volumes of this PodBox (same namespace)." }),
+  volumeKey: dnsLabel(40).optional().meta({
+    description:
+      "Re-attach the volumes kept under this key (a retained box's name) instead of new ones.",
+  }),
+  rootfsGeneration: z
+    .int()
+    .min(1, { error: "must be >= 1" })
+    .default(1)
+    .meta({ description: "Increase to reset the rootfs volume; the workspace is kept." }),
+  idleTimeoutSeconds: z
+    .int()
+    .min(0, { error: "must be >= 0" })
+    .optional()
+    .meta({ description: "Pause the box after this long without activity (0 or unset: never)." }),
+  leaseExpiresAt: timestamp()
+    .optional()
+    .meta({ description: "While the lease is live the box is never idle-paused." }),
+  volumeReclaimPolicy: z
+    .enum(["Delete", "Retain"])
+    .default("Delete")
+    .meta({ description: "Whether the PVCs are deleted or kept when the box ends." }),
+});
+
+export const podBoxStatusSchema = z.object({
+  phase: z.enum(PHASES).optional(),
+  podName: z.string().optional(),
+  podIP: z.string().optional(),
+  poddURL: z.string().optional(),
+  rootfsPVCName: z.string().optional(),
+  workspacePVCName: z.string().optional(),
+  rootfsGeneration: z.int().min(1).optional(),
+  reason: z.enum(REASONS).optional(),
+  message: z.string().optional(),
+  lastActivityAt: timestamp().optional(),
+  observedGeneration: z.int().min(0).optional(),
+  conditions: z.array(conditionSchema).optional(),
+});
+
+export type PodBoxSpec = z.output<typeof podBoxSpecSchema>;
+export type PodBoxStatus = z.output<typeof podBoxStatusSchema>;
+export type PodBoxPhase = (typeof PHASES)[number];
+export type PodBoxReason = (typeof REASONS)[number];
+
+export const podBoxDescriptor: KindDescriptor = {
+  kind: "PodBox",
+  plural: "podboxes",
+  singular: "podbox",
+  shortNames: ["pbox"],
+  description: "One AI-agent sandbox: a Pod on a rootfs and a workspace PVC.",
+  spec: podBoxSpecSchema,
+  status: podBoxStatusSchema,
+  printerColumns: [
+    { name: "Phase", type: "string", jsonPath: ".status.phase" },
+    { name: "Pod IP", type: "string", jsonPath: ".status.podIP" },
+    { name: "Reason", type: "string", jsonPath: ".status.reason" },
+    { name: "Desired", type: "string", jsonPath: ".spec.desiredState", priority: 1 },
+    { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+  ],
+};

@@ -1,0 +1,99 @@
+import { z } from "zod";
+import {
+  DEFAULT_ENVD_PORT,
+  envVarSchema,
+  image,
+  objectName,
+  quantity,
+  resourcesSchema,
+} from "./common";
+import { KindDescriptor } from "./descriptor";
+
+/** Default sizes of a sandbox's two volumes. */
+export const DEFAULT_ROOTFS_SIZE = "10Gi";
+export const DEFAULT_WORKSPACE_SIZE = "20Gi";
+/** Image holding `/opt/cubepod/bin/{podd-init,podd}`, copied into each sandbox by podd-installer. */
+export const DEFAULT_PODD_INJECTOR_IMAGE = "ghcr.io/cubeplex/podd-injector:v0.1.0";
+
+const volumeSize = (dflt: string) => z.object({ size: quantity().default(dflt) });
+
+export const egressSchema = z
+  .object({
+    enabled: z.boolean().default(false),
+    image: image().optional().meta({ description: "Egress proxy sidecar image." }),
+    allowHosts: z
+      .array(z.string().min(1, { error: "must not be empty" }))
+      .optional()
+      .meta({ description: "Hosts (or *.suffix patterns) the sandbox may reach." }),
+    secretName: objectName("Secret")
+      .optional()
+      .meta({ description: "Secret with the proxy's upstream credentials, mounted read-only." }),
+    port: z.int().min(1).max(65535).default(15001),
+  })
+  .meta({ description: "The egress sidecar through which all sandbox traffic leaves." });
+
+export const mtlsSchema = z
+  .object({
+    enabled: z.boolean().default(false),
+    secretPrefix: objectName("Secret")
+      .default("cubepod-mtls")
+      .meta({ description: "Each Pod mounts the Secret `<secretPrefix>-<pod name>`." }),
+    mountPath: z
+      .string()
+      .regex(/^\//, { error: "must be an absolute path" })
+      .default("/etc/cubepod/mtls"),
+  })
+  .meta({ description: "Per-pod mTLS certificate Secret mounted into podd." });
+
+export const podTemplateSpecSchema = z.object({
+  image: image().meta({ description: "The sandbox image (its root filesystem)." }),
+  runtimeClassName: z
+    .string()
+    .regex(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/, {
+      error: "must be a RuntimeClass name, or empty for the cluster's default runtime",
+    })
+    .default("kata-qemu")
+    .meta({ description: "RuntimeClass of the sandbox Pod; empty for the cluster default." }),
+  volumeMode: z.enum(["Block", "Filesystem"]).default("Block"),
+  storageClassName: objectName("StorageClass", "cluster").optional(),
+  rootfs: volumeSize(DEFAULT_ROOTFS_SIZE).default({ size: DEFAULT_ROOTFS_SIZE }),
+  workspace: volumeSize(DEFAULT_WORKSPACE_SIZE).default({ size: DEFAULT_WORKSPACE_SIZE }),
+  poddInjectorImage: image().default(DEFAULT_PODD_INJECTOR_IMAGE),
+  envdPort: z.int().min(1).max(65535).default(DEFAULT_ENVD_PORT),
+  resources: resourcesSchema.optional(),
+  env: z.array(envVarSchema).optional(),
+  egress: egressSchema.optional(),
+  mtls: mtlsSchema.optional(),
+  forkStrategy: z
+    .enum(["Clone", "Copy"])
+    .default("Clone")
+    .meta({
+      description:
+        "Clone: fork PVCs through dataSource (CSI clone). Copy: for classes without clone support, " +
+        "create empty PVCs and let the operator copy the parent's data.",
+    }),
+});
+
+export const podTemplateStatusSchema = z.object({
+  observedGeneration: z.int().min(0).optional(),
+});
+
+/** PodTemplate spec after defaults (what the API server stores). */
+export type PodTemplateSpec = z.output<typeof podTemplateSpecSchema>;
+export type PodTemplateStatus = z.output<typeof podTemplateStatusSchema>;
+
+export const podTemplateDescriptor: KindDescriptor = {
+  kind: "PodTemplate",
+  plural: "podtemplates",
+  singular: "podtemplate",
+  shortNames: ["ptpl"],
+  description: "A sandbox blueprint: image, runtime class, storage, egress and mTLS.",
+  spec: podTemplateSpecSchema,
+  status: podTemplateStatusSchema,
+  printerColumns: [
+    { name: "Image", type: "string", jsonPath: ".spec.image" },
+    { name: "Runtime", type: "string", jsonPath: ".spec.runtimeClassName" },
+    { name: "Volumes", type: "string", jsonPath: ".spec.volumeMode" },
+    { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+  ],
+};

@@ -1,0 +1,41 @@
+import { z } from "zod";
+import { conditionSchema, objectName } from "./common";
+import { KindDescriptor } from "./descriptor";
+
+export const podWarmPoolSpecSchema = z.object({
+  templateRef: objectName("PodTemplate").meta({
+    description: "The PodTemplate (same namespace) whose standbys this pool keeps.",
+  }),
+  replicas: z
+    .int()
+    .min(0, { error: "must be >= 0" })
+    .default(1)
+    .meta({ description: "How many standby sandboxes to keep ready." }),
+});
+
+export const podWarmPoolStatusSchema = z.object({
+  replicas: z.int().min(0).optional(),
+  readyReplicas: z.int().min(0).optional(),
+  observedGeneration: z.int().min(0).optional(),
+  templateHash: z.string().optional(),
+  conditions: z.array(conditionSchema).optional(),
+});
+
+export type PodWarmPoolSpec = z.output<typeof podWarmPoolSpecSchema>;
+export type PodWarmPoolStatus = z.output<typeof podWarmPoolStatusSchema>;
+
+export const podWarmPoolDescriptor: KindDescriptor = {
+  kind: "PodWarmPool",
+  plural: "podwarmpools",
+  singular: "podwarmpool",
+  shortNames: ["pwp"],
+  description: "N standby sandboxes of one PodTemplate, Pods running and both PVCs provisioned.",
+  spec: podWarmPoolSpecSchema,
+  status: podWarmPoolStatusSchema,
+  printerColumns: [
+    { name: "Template", type: "string", jsonPath: ".spec.templateRef" },
+    { name: "Ready", type: "integer", jsonPath: ".status.readyReplicas" },
+    { name: "Desired", type: "integer", jsonPath: ".spec.replicas" },
+    { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
+  ],
+};

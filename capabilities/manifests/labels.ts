@@ -1,0 +1,17 @@
+import { GROUP } from "../api/common";
+
+/** Labels and annotations CubePod puts on the objects it manages. */
+export const LABEL_BOX = `${GROUP}/box`;
+export const LABEL_TEMPLATE = `${GROUP}/template`;
+export const LABEL_POOL = `${GROUP}/pool`;
+export const LABEL_VOLUME = `${GROUP}/volume`;
+export const LABEL_VOLUME_KEY = `${GROUP}/volume-key`;
+export const LABEL_ROOTFS_GENERATION = `${GROUP}/rootfs-generation`;
+export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
+export const MANAGED_BY = "cubepod";
+/** On a PVC created by the Copy fork strategy: the parent PVC whose data is to be copied in. */
+export const ANNOTATION_COPY_FROM = `${GROUP}/copy-from`;
+/** On a Pod: set by the mutate webhook once the runtime was injected. */
+export const ANNOTATION_INJECTED = `${GROUP}/injected`;
+
+export type VolumeRole = "rootfs" | "workspace";

@@ -1,0 +1,18 @@
+/**
+ * Deterministic object names. A box's volumes are named after its volume key (the box name unless
+ * `spec.volumeKey` re-attaches another's), and the rootfs name carries the generation so that a
+ * reset creates a new PVC beside the old one instead of reusing it.
+ */
+export function rootfsPVCName(volumeKey: string, generation: number): string {
+  return `${volumeKey}-rootfs-g${generation}`;
+}
+
+/** The workspace PVC of a volume key; it survives rootfs resets. */
+export function workspacePVCName(volumeKey: string): string {
+  return `${volumeKey}-workspace`;
+}
+
+/** The Secret holding a sandbox Pod's mTLS certificate. */
+export function mtlsSecretName(prefix: string, podName: string): string {
+  return `${prefix}-${podName}`;
+}

@@ -1,0 +1,100 @@
+import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
+import { LABEL_BOX, LABEL_MANAGED_BY, LABEL_TEMPLATE, MANAGED_BY } from "./labels";
+import { Owner, TemplateRef } from "./types";
+
+/** Paths inside the sandbox container: fixed by podd-init. */
+export const PODD_BIN_DIR = "/opt/cubepod/bin";
+export const PODD_COMMAND = [`${PODD_BIN_DIR}/podd-init`, `${PODD_BIN_DIR}/podd`];
+export const ROOTFS_DEVICE = "/dev/cubepod-rootfs";
+export const WORKSPACE_DEVICE = "/dev/cubepod-workspace";
+export const ROOTFS_MOUNT = "/mnt/cubepod/rootfs";
+export const WORKSPACE_MOUNT = "/workspace";
+export const SANDBOX_CONTAINER = "sandbox";
+export const ROOTFS_VOLUME = "rootfs";
+export const WORKSPACE_VOLUME = "workspace";
+
+/** Input of {@link buildBoxPod}. */
+export type BoxPodInput = {
+  namespace: string;
+  podName: string;
+  boxName: string;
+  template: TemplateRef;
+  rootfsPVCName: string;
+  workspacePVCName: string;
+  /** Extra labels, e.g. the warm pool a standby belongs to. */
+  labels?: Record<string, string>;
+  owner?: Owner;
+};
+
+/**
+ * Builds a sandbox Pod on the box's two PVCs. The runtime (podd-installer, egress sidecar, mTLS)
+ * is not part of it: the mutate webhook injects that into every Pod labelled with a template, so
+ * a Pod built here and one declared by hand end up identical.
+ */
+export function buildBoxPod(input: BoxPodInput): V1Pod {
+  const tpl = input.template.spec;
+  const block = tpl.volumeMode === "Block";
+  const env: V1EnvVar[] = [
+    ...(tpl.env ?? []),
+    { name: "CUBEPOD_VOLUME_MODE", value: tpl.volumeMode },
+    { name: "CUBEPOD_ENVD_PORT", value: String(tpl.envdPort) },
+  ];
+  // Without a VM runtime there is no guest kernel to pivot into the rootfs; podd-init must skip it.
+  if (!block && tpl.runtimeClassName === "") env.push({ name: "CUBEPOD_SKIP_PIVOT", value: "1" });
+
+  const container: V1Container = {
+    name: SANDBOX_CONTAINER,
+    image: tpl.image,
+    command: PODD_COMMAND,
+    ports: [{ name: "envd", containerPort: tpl.envdPort, protocol: "TCP" }],
+    readinessProbe: {
+      httpGet: { path: "/health", port: "envd" },
+      periodSeconds: 2,
+      failureThreshold: 3,
+    },
+    env,
+    ...(tpl.resources ? { resources: tpl.resources } : {}),
+    ...(block
+      ? {
+          volumeDevices: [
+            { name: ROOTFS_VOLUME, devicePath: ROOTFS_DEVICE },
+            { name: WORKSPACE_VOLUME, devicePath: WORKSPACE_DEVICE },
+          ],
+        }
+      : {
+          volumeMounts: [
+            { name: ROOTFS_VOLUME, mountPath: ROOTFS_MOUNT },
+            { name: WORKSPACE_VOLUME, mountPath: WORKSPACE_MOUNT },
+          ],
+        }),
+  };
+
+  return {
+    apiVersion: "v1",
+    kind: "Pod",
+    metadata: {
+      name: input.podName,
+      namespace: input.namespace,
+      labels: {
+        ...input.labels,
+        [LABEL_MANAGED_BY]: MANAGED_BY,
+        [LABEL_BOX]: input.boxName,
+        [LABEL_TEMPLATE]: input.template.name,
+      },
+      ...(input.owner ? { ownerReferences: [input.owner] } : {}),
+    },
+    spec: {
+      ...(tpl.runtimeClassName ? { runtimeClassName: tpl.runtimeClassName } : {}),
+      restartPolicy: "Always",
+      // Sandboxes run untrusted agent code: no API credentials, no service discovery env.
+      automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      terminationGracePeriodSeconds: 10,
+      containers: [container],
+      volumes: [
+        { name: ROOTFS_VOLUME, persistentVolumeClaim: { claimName: input.rootfsPVCName } },
+        { name: WORKSPACE_VOLUME, persistentVolumeClaim: { claimName: input.workspacePVCName } },
+      ],
+    },
+  };
+}

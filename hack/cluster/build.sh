@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Builds etcd, kube-apiserver, kube-controller-manager, kubectl and kwok from the Go module proxy,
+# at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
+# not rebuilt. Usage: hack/cluster/build.sh
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.sh
+. "$here/versions.sh"
+
+if ! command -v go >/dev/null 2>&1; then
+  echo "error: the Go toolchain is needed to build the local control plane (etcd, kube-apiserver, kwok)." >&2
+  echo "       Install Go >= 1.25 (e.g. 'apt-get install golang' or from go.dev) and run again." >&2
+  exit 1
+fi
+
+export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+export GOMODCACHE=${GOMODCACHE_OVERRIDE:-$CUBEPOD_CACHE/go/mod}
+export GOCACHE=${GOCACHE_OVERRIDE:-$CUBEPOD_CACHE/go/build}
+mkdir -p "$CUBEPOD_BIN" "$CUBEPOD_CACHE/src"
+
+stamp_ok() { [ -x "$CUBEPOD_BIN/$1" ] && [ "$(cat "$CUBEPOD_BIN/$1.version" 2>/dev/null)" = "$2" ]; }
+stamp() { echo "$2" >"$CUBEPOD_BIN/$1.version"; }
+log() { printf '[build %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+# --- etcd -----------------------------------------------------------------------------------
+if ! stamp_ok etcd "$ETCD_VERSION"; then
+  log "building etcd $ETCD_VERSION"
+  d=$CUBEPOD_CACHE/src/etcd-$ETCD_VERSION
+  rm -rf "$d" && mkdir -p "$d" && cd "$d"
+  go mod init cubepod.local/etcd >/dev/null 2>&1
+  go get "go.etcd.io/etcd/server/v3@$ETCD_VERSION" >/dev/null
+  go build -o "$CUBEPOD_BIN/etcd" go.etcd.io/etcd/server/v3
+  stamp etcd "$ETCD_VERSION"
+fi
+
+# --- kwok -----------------------------------------------------------------------------------
+if ! stamp_ok kwok "$KWOK_VERSION"; then
+  log "building kwok $KWOK_VERSION"
+  GOBIN=$CUBEPOD_BIN go install "sigs.k8s.io/kwok/cmd/kwok@$KWOK_VERSION"
+  # The stage definitions ship in the module; keep a copy next to the binary.
+  src=$(go env GOMODCACHE)/sigs.k8s.io/kwok@$KWOK_VERSION
+  rm -rf "$CUBEPOD_BIN/kwok-stages" && mkdir -p "$CUBEPOD_BIN/kwok-stages"
+  cp -r "$src/kustomize/stage/node/fast" "$CUBEPOD_BIN/kwok-stages/node-fast"
+  cp -r "$src/kustomize/stage/pod/fast" "$CUBEPOD_BIN/kwok-stages/pod-fast"
+  [ -d "$src/kustomize/stage/node/heartbeat" ] && cp -r "$src/kustomize/stage/node/heartbeat" "$CUBEPOD_BIN/kwok-stages/node-heartbeat"
+  chmod -R u+w "$CUBEPOD_BIN/kwok-stages"
+  stamp kwok "$KWOK_VERSION"
+fi
+
+# --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------
+k8s_bins=(kube-apiserver kube-controller-manager kubectl)
+need=0
+for b in "${k8s_bins[@]}"; do stamp_ok "$b" "$K8S_VERSION" || need=1; done
+if [ "$need" = 1 ]; then
+  log "building kube-apiserver, kube-controller-manager, kubectl $K8S_VERSION"
+  d=$CUBEPOD_CACHE/src/kubernetes-$K8S_VERSION
+  rm -rf "$d" && mkdir -p "$d" && cd "$d"
+  gomod_json=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
+  gomod=$(printf '%s' "$gomod_json" | sed -n 's/.*"GoMod": "\(.*\)".*/\1/p')
+  goversion=$(sed -n 's/^go \([0-9.]*\).*/\1/p' "$gomod" | head -1)
+  staging_version=v0.${K8S_VERSION#v1.}
+  {
+    echo "module cubepod.local/kubernetes"
+    echo
+    echo "go $goversion"
+    echo
+    echo "require k8s.io/kubernetes $K8S_VERSION"
+    echo
+    # Every staging module kubernetes replaces with ./staging/... gets its published version.
+    grep -oE 'k8s\.io/[a-z0-9-]+ => \./staging/' "$gomod" | awk '{print $1}' | sort -u |
+      while read -r m; do echo "replace $m => $m $staging_version"; done
+  } >go.mod
+  go mod download >/dev/null 2>&1 || true
+  go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >/dev/null
+  minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
+  ld=""
+  for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+    ld="$ld -X $p.gitVersion=$K8S_VERSION -X $p.gitMajor=1 -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
+  done
+  go build -ldflags "-s -w $ld" -o "$CUBEPOD_BIN/" \
+    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
+    k8s.io/kubernetes/cmd/kubectl
+  for b in "${k8s_bins[@]}"; do stamp "$b" "$K8S_VERSION"; done
+fi
+log "binaries ready in $CUBEPOD_BIN"

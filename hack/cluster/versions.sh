@@ -1,0 +1,7 @@
+# Pinned versions of the local control plane. Changing a pin rebuilds that binary.
+K8S_VERSION=v1.35.4
+ETCD_VERSION=v3.6.16
+KWOK_VERSION=v0.8.0
+# Where binaries and Go caches live: outside the work tree, reused by later runs and CI.
+CUBEPOD_CACHE=${CUBEPOD_CACHE:-$HOME/.cache/cubepod}
+CUBEPOD_BIN=$CUBEPOD_CACHE/bin

@@ -1,0 +1,62 @@
+/**
+ * Post-processes `pepr build` output:
+ *  - every webhook in dist/pepr-module-<uuid>.yaml gets the sandbox-Pods-only match condition;
+ *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
+ *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
+ *    which corrupts the CA whenever its base64 contains one of them.
+ * Fails when the build left no module YAML.
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseAllDocuments, stringify } from "yaml";
+import cfg from "../package.json";
+import {
+  hardenWebhookConfiguration,
+  isWebhookConfiguration,
+} from "../capabilities/admission/webhook-policy";
+
+const dist = join(__dirname, "..", "dist");
+const uuid = cfg.pepr.uuid;
+const name = `pepr-${uuid}`;
+const moduleYaml = join(dist, `pepr-module-${uuid}.yaml`);
+if (!existsSync(moduleYaml)) {
+  console.error(`postbuild: ${moduleYaml} is missing: pepr build failed (see its output above)`);
+  process.exit(1);
+}
+
+const docs = parseAllDocuments(readFileSync(moduleYaml, "utf8")).map(d => d.toJS());
+const out = docs.map(d => (isWebhookConfiguration(d) ? hardenWebhookConfiguration(d) : d));
+writeFileSync(moduleYaml, out.map(d => stringify(d, { lineWidth: 0 })).join("---\n"));
+
+const chartTemplates = join(dist, `${uuid}-chart`, "templates");
+const files: Record<string, string> = {
+  MutatingWebhookConfiguration: "mutation-webhook.yaml",
+  ValidatingWebhookConfiguration: "validation-webhook.yaml",
+};
+for (const d of out.filter(isWebhookConfiguration)) {
+  const path = join(chartTemplates, files[d.kind]);
+  if (!existsSync(path)) continue;
+  writeFileSync(path, helmTemplate(stringify(d, { lineWidth: 0 })));
+}
+console.log(`postbuild: hardened webhooks in ${moduleYaml} and ${chartTemplates}`);
+
+/** Templating by whole lines only, so that no value (the caBundle) can be hit by accident. */
+function helmTemplate(yaml: string): string {
+  return yaml
+    .split("\n")
+    .map(line =>
+      line
+        .replace(new RegExp(`^(\\s*name: )${name}$`), "$1{{ .Values.uuid }}")
+        .replace(
+          new RegExp(`^(\\s*(?:- )?name: )${name}\\.pepr\\.dev$`),
+          "$1{{ .Values.uuid }}.pepr.dev",
+        )
+        .replace(/^(\s*failurePolicy: )(Fail|Ignore)$/, "$1{{ .Values.admission.failurePolicy }}")
+        .replace(/^(\s*timeoutSeconds: )\d+$/, "$1{{ .Values.admission.webhookTimeout }}")
+        .replace(
+          /^(\s*)- pepr-system$/,
+          "$1- pepr-system\n$1{{- range .Values.additionalIgnoredNamespaces }}\n$1- {{ . }}\n$1{{- end }}",
+        ),
+    )
+    .join("\n");
+}

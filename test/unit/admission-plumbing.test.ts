@@ -1,0 +1,53 @@
+import { explainMutateDenial } from "../../capabilities/admission/explain-denial";
+import {
+  hardenWebhookConfiguration,
+  hardeningPatch,
+  isWebhookConfiguration,
+  SANDBOX_PODS_ONLY,
+} from "../../capabilities/admission/webhook-policy";
+
+describe("hardenWebhookConfiguration", () => {
+  const cfg = {
+    kind: "MutatingWebhookConfiguration",
+    webhooks: [{ name: "pepr-cubepod.pepr.dev", failurePolicy: "Fail" }],
+  };
+
+  it("adds the sandbox-Pods-only match condition to every webhook, once", () => {
+    const once = hardenWebhookConfiguration(cfg);
+    expect(once.webhooks[0]).toEqual({ ...cfg.webhooks[0], matchConditions: [SANDBOX_PODS_ONLY] });
+    expect(hardenWebhookConfiguration(once)).toEqual(once);
+    expect(cfg.webhooks[0]).not.toHaveProperty("matchConditions");
+  });
+
+  it("names the template label in its CEL expression and passes non-Pod kinds", () => {
+    expect(SANDBOX_PODS_ONLY.expression).toContain(
+      '"pod.cubeplex.ai/template" in object.metadata.labels',
+    );
+    expect(SANDBOX_PODS_ONLY.expression).toMatch(/^request\.resource\.group != ""/);
+  });
+
+  it("builds the live patch and recognises webhook configurations", () => {
+    expect(hardeningPatch(["a"])).toEqual({
+      webhooks: [{ name: "a", matchConditions: [SANDBOX_PODS_ONLY] }],
+    });
+    expect(isWebhookConfiguration({ kind: "ValidatingWebhookConfiguration" })).toBe(true);
+    expect(isWebhookConfiguration({ kind: "Deployment" })).toBe(false);
+  });
+});
+
+describe("explainMutateDenial", () => {
+  it("turns Pepr's warning into the denial message", () => {
+    const res = { allowed: false, warnings: ['Action failed: PodTemplate "x" not found'] };
+    explainMutateDenial(res);
+    expect(res).toMatchObject({ status: { code: 400, message: 'PodTemplate "x" not found' } });
+  });
+
+  it("leaves allowed responses and explained denials alone", () => {
+    const ok = { allowed: true, warnings: ["w"] };
+    explainMutateDenial(ok);
+    expect(ok).not.toHaveProperty("status");
+    const denied = { allowed: false, status: { code: 422, message: "m" }, warnings: ["w"] };
+    explainMutateDenial(denied);
+    expect(denied.status).toEqual({ code: 422, message: "m" });
+  });
+});
