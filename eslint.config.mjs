@@ -16,7 +16,7 @@ const compat = new FlatCompat({
 
 export default [
   {
-    ignores: ["**/node_modules", "**/dist", ".scratch", ".cluster", "jest.config.js"],
+    ignores: ["**/node_modules", "**/dist", ".scratch", ".cluster", "jest.config.js", "test/integration/sequencer.js"],
   },
   ...compat.extends("eslint:recommended", "plugin:@typescript-eslint/recommended"),
   {

@@ -2,6 +2,8 @@
 const tsJest = ["ts-jest", { tsconfig: "<rootDir>/test/tsconfig.json" }];
 
 module.exports = {
+  // Orders integration files so that the one restarting the whole control plane runs last.
+  testSequencer: "<rootDir>/test/integration/sequencer.js",
   projects: [
     {
       displayName: "unit",
@@ -16,6 +18,7 @@ module.exports = {
       transform: { "^.+\\.ts$": tsJest },
       globalSetup: "<rootDir>/test/integration/global-setup.ts",
       slowTestThreshold: 60,
+      setupFilesAfterEnv: ["<rootDir>/test/integration/setup-timeout.ts"],
     },
   ],
 };

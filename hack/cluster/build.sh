@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kubectl and kwok from the Go module proxy,
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok from the Go module proxy,
 # at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
 # not rebuilt. Usage: hack/cluster/build.sh
 set -euo pipefail
@@ -48,11 +48,11 @@ if ! stamp_ok kwok "$KWOK_VERSION"; then
 fi
 
 # --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------
-k8s_bins=(kube-apiserver kube-controller-manager kubectl)
+k8s_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
 need=0
 for b in "${k8s_bins[@]}"; do stamp_ok "$b" "$K8S_VERSION" || need=1; done
 if [ "$need" = 1 ]; then
-  log "building kube-apiserver, kube-controller-manager, kubectl $K8S_VERSION"
+  log "building ${k8s_bins[*]} $K8S_VERSION"
   d=$CUBEPOD_CACHE/src/kubernetes-$K8S_VERSION
   rm -rf "$d" && mkdir -p "$d" && cd "$d"
   gomod_json=$(go mod download -json "k8s.io/kubernetes@$K8S_VERSION")
@@ -72,7 +72,8 @@ if [ "$need" = 1 ]; then
   } >go.mod
   go mod download >/dev/null 2>&1 || true
   go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
-    "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >/dev/null
+    "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >/dev/null
   minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   ld=""
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -80,7 +81,7 @@ if [ "$need" = 1 ]; then
   done
   go build -ldflags "-s -w $ld" -o "$CUBEPOD_BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
   for b in "${k8s_bins[@]}"; do stamp "$b" "$K8S_VERSION"; done
 fi
 log "binaries ready in $CUBEPOD_BIN"

@@ -1,1 +1,12 @@
-export default async function setup(): Promise<void> {}
+import { execFileSync } from "node:child_process";
+import { join } from "node:path";
+
+/**
+ * Brings the local control plane and the module up (a running one is reused: `up` is idempotent)
+ * before the integration tests, through the same script as `npm run up`.
+ */
+export default async function setup(): Promise<void> {
+  execFileSync("bash", [join(__dirname, "..", "..", "hack", "cluster", "up.sh")], {
+    stdio: "inherit",
+  });
+}

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Creates the local CA, the API server's serving certificate, the admin client certificate and the
+# service-account key pair under .cluster/pki (once).
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+mkdir -p "$PKI" && cd "$PKI"
+[ -f admin.crt ] && exit 0
+command -v openssl >/dev/null || die "openssl is needed to create the cluster's certificates"
+openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+  -subj "/CN=cubepod-local-ca" 2>/dev/null
+sign() { # name subject [san]
+  openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
+  local ext
+  ext=$(mktemp)
+  if [ -n "${3:-}" ]; then printf 'subjectAltName=%s\nextendedKeyUsage=serverAuth\n' "$3" >"$ext"
+  else printf 'extendedKeyUsage=clientAuth\n' >"$ext"; fi
+  openssl x509 -req -in "$1.csr" -CA ca.crt -CAkey ca.key -CAcreateserial -out "$1.crt" \
+    -days 3650 -extfile "$ext" 2>/dev/null
+  rm -f "$1.csr" "$ext"
+}
+sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+sign admin "/O=system:masters/CN=cubepod-admin"
+openssl genrsa -out sa.key 2048 2>/dev/null
+openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null

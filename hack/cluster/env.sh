@@ -1,0 +1,48 @@
+# Shared settings of the local control plane. Everything binds 127.0.0.1; ports can be overridden.
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$here/../.." && pwd)
+# shellcheck source=versions.sh
+. "$here/versions.sh"
+CLUSTER_DIR=${CUBEPOD_CLUSTER_DIR:-$ROOT/.cluster}
+PKI=$CLUSTER_DIR/pki
+LOGS=$CLUSTER_DIR/logs
+PIDS=$CLUSTER_DIR/pids
+KUBECONFIG_FILE=$CLUSTER_DIR/kubeconfig
+ETCD_PORT=${CUBEPOD_ETCD_PORT:-23790}
+ETCD_PEER_PORT=${CUBEPOD_ETCD_PEER_PORT:-23800}
+APISERVER_PORT=${CUBEPOD_APISERVER_PORT:-16443}
+KCM_PORT=${CUBEPOD_KCM_PORT:-10357}
+SCHEDULER_PORT=${CUBEPOD_SCHEDULER_PORT:-10359}
+KWOK_PORT=${CUBEPOD_KWOK_PORT:-10347}
+# Pod IPs come from loopback so that anything dialing a pod IP stays on this machine.
+POD_CIDR=${CUBEPOD_POD_CIDR:-127.64.0.0/16}
+NODE_IP=127.0.0.1
+NODE_NAME=kwok-node-0
+MODULE_NAME=pepr-cubepod
+export PATH="$CUBEPOD_BIN:$PATH"
+export KUBECONFIG=$KUBECONFIG_FILE
+
+log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
+alive() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+
+# Starts a component in its own session (so `down` can end its whole process group).
+start() {
+  local name=$1; shift
+  if alive "$name"; then log "$name already running (pid $(cat "$PIDS/$name.pid"))"; return; fi
+  mkdir -p "$LOGS" "$PIDS"
+  setsid "$@" >>"$LOGS/$name.log" 2>&1 < /dev/null &
+  echo $! >"$PIDS/$name.pid"
+  log "started $name (pid $!)"
+}
+
+# Waits until a command succeeds, up to $2 seconds.
+wait_for() {
+  local what=$1 seconds=$2; shift 2
+  local deadline=$((SECONDS + seconds))
+  until "$@" >/dev/null 2>&1; do
+    [ $SECONDS -lt $deadline ] || return 1
+    sleep 0.2
+  done
+  log "$what ready"
+}

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Runs the CubePod module locally with `pepr dev` against the local control plane.
+#   module.sh start   start it (no-op when running), wait for its webhooks, harden them
+#   module.sh stop    stop it; remove its webhook configurations
+#   module.sh kill    kill it hard (SIGKILL), leaving its webhook configurations behind, as a crash would
+set -euo pipefail
+. "$(dirname "$0")/env.sh"
+cd "$ROOT"
+
+webhooks_gone() {
+  kubectl delete mutatingwebhookconfiguration "$MODULE_NAME" --ignore-not-found >/dev/null
+  kubectl delete validatingwebhookconfiguration "$MODULE_NAME" --ignore-not-found >/dev/null
+}
+
+case "${1:-start}" in
+start)
+  if alive module; then log "module already running"; exit 0; fi
+  # A module killed earlier may have left webhooks pointing at nothing.
+  webhooks_gone
+  rm -f "$LOGS/module.log"
+  LOG_LEVEL=${LOG_LEVEL:-info} start module npx pepr dev --host localhost --yes
+  ready() {
+    kubectl get mutatingwebhookconfiguration "$MODULE_NAME" >/dev/null 2>&1 &&
+      kubectl get validatingwebhookconfiguration "$MODULE_NAME" >/dev/null 2>&1 &&
+      curl -skf https://localhost:3000/healthz >/dev/null 2>&1
+  }
+  wait_for "module webhooks" 300 ready || { tail -30 "$LOGS/module.log" >&2; die "the module did not come up: see $LOGS/module.log"; }
+  npx tsx "$here/harden-webhooks.ts"
+  ;;
+stop)
+  if alive module; then
+    pid=$(cat "$PIDS/module.pid")
+    # SIGINT lets pepr dev remove its webhooks; then make sure the whole group is gone.
+    kill -INT -- "-$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    log "stopped module"
+  fi
+  rm -f "$PIDS/module.pid"
+  kubectl get --raw /readyz >/dev/null 2>&1 && webhooks_gone
+  ;;
+kill)
+  if alive module; then kill -KILL -- "-$(cat "$PIDS/module.pid")" 2>/dev/null || true; fi
+  rm -f "$PIDS/module.pid"
+  log "killed module (webhook configurations left in place)"
+  ;;
+*) die "usage: module.sh start|stop|kill" ;;
+esac

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# `npm run dev`: the control plane and the module, the samples applied, then the module's log
+# until Ctrl-C, which stops everything.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+. hack/cluster/env.sh
+bash hack/cluster/up.sh
+trap 'echo; bash hack/cluster/down.sh' EXIT
+trap 'exit 0' INT TERM
+kubectl apply -f samples/namespace.yaml >/dev/null
+kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples/podbox.yaml
+kubectl apply -f samples/sandbox-pod.yaml
+sleep 2
+echo
+# `podtemplates` alone is core/v1's PodTemplate: use the short name (or podtemplates.pod.cubeplex.ai).
+kubectl -n cubepod-demo get ptpl,pwp,pbox,pods,pvc -o wide
+echo
+echo "The module's log follows (Ctrl-C stops everything). In another shell:"
+echo "  export KUBECONFIG=$KUBECONFIG_FILE PATH=$CUBEPOD_BIN:\$PATH"
+echo "  kubectl -n cubepod-demo get ptpl,pwp,pbox,pods,pvc"
+echo
+tail -n 20 -F "$LOGS/module.log" &
+wait $!

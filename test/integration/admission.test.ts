@@ -1,0 +1,153 @@
+import { denied, Kube, Obj, paths } from "./kube";
+
+const kube = new Kube();
+let ns: string;
+
+const obj = (kind: string, name: string, spec: object) => ({
+  apiVersion: "pod.cubeplex.ai/v1alpha1",
+  kind,
+  metadata: { name },
+  spec,
+});
+const path = (kind: string, name = "") =>
+  kind === "PodBox"
+    ? paths.podboxes(ns, name)
+    : kind === "PodTemplate"
+      ? paths.podtemplates(ns, name)
+      : paths.podwarmpools(ns, name);
+
+beforeAll(async () => {
+  ns = await kube.namespace("it-admission");
+  await kube.mustCreate(path("PodTemplate"), obj("PodTemplate", "python", { image: "py:3" }));
+  await kube.mustCreate(
+    path("PodWarmPool"),
+    obj("PodWarmPool", "node-pool", { templateRef: "node" }),
+  );
+  await kube.mustCreate(
+    path("PodBox"),
+    obj("PodBox", "existing", { templateRef: "python", rootfsGeneration: 3 }),
+  );
+  await kube.mustCreate(
+    path("PodBox"),
+    obj("PodBox", "forked", { templateRef: "python", forkFrom: "existing" }),
+  );
+});
+afterAll(async () => {
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+/** Creates that only the validating webhook can refuse (the schema allows them). */
+const CREATE_DENIALS: [string, string, object, string][] = [
+  ["PodBox", "no-template", {}, "spec.templateRef: is required unless spec.warmPoolRef is set"],
+  [
+    "PodBox",
+    "fork-and-pool",
+    { templateRef: "python", warmPoolRef: "p", forkFrom: "existing" },
+    "spec.forkFrom: cannot be combined with spec.warmPoolRef (a fork clones its parent and never claims a warm standby)",
+  ],
+  [
+    "PodBox",
+    "key-and-pool",
+    { warmPoolRef: "p", volumeKey: "kept" },
+    "spec.volumeKey: cannot be combined with spec.warmPoolRef (re-attached volumes never come from a warm standby)",
+  ],
+  [
+    "PodBox",
+    "fork-and-key",
+    { templateRef: "python", forkFrom: "existing", volumeKey: "kept" },
+    "spec.forkFrom: cannot be combined with spec.volumeKey (a box either clones a parent or re-attaches kept volumes)",
+  ],
+  [
+    "PodBox",
+    "selfish",
+    { templateRef: "python", forkFrom: "selfish" },
+    "spec.forkFrom: may not name the box itself",
+  ],
+  [
+    "PodBox",
+    "wrong-pool",
+    { templateRef: "python", warmPoolRef: "node-pool" },
+    'spec.warmPoolRef: PodWarmPool "node-pool" uses PodTemplate "node", not spec.templateRef "python"',
+  ],
+  [
+    "PodBox",
+    `a${"b".repeat(63)}`,
+    { templateRef: "python" },
+    "metadata.name: must be a lowercase RFC 1123 label of at most 63 characters (it becomes a label value)",
+  ],
+  [
+    "PodTemplate",
+    "no-egress-image",
+    { image: "py:3", egress: { enabled: true } },
+    "spec.egress.image: is required when spec.egress.enabled is true",
+  ],
+];
+
+/** Updates of stored boxes that the webhook refuses. */
+const UPDATE_DENIALS: [string, object, string][] = [
+  [
+    "existing",
+    { spec: { templateRef: "node" } },
+    'spec.templateRef: is immutable (was "python", got "node")',
+  ],
+  [
+    "existing",
+    { spec: { warmPoolRef: "p" } },
+    'spec.warmPoolRef: is immutable (was unset, got "p")',
+  ],
+  ["existing", { spec: { volumeKey: "k" } }, 'spec.volumeKey: is immutable (was unset, got "k")'],
+  [
+    "forked",
+    { spec: { forkFrom: null } },
+    'spec.forkFrom: is immutable (was "existing", got unset)',
+  ],
+  [
+    "existing",
+    { spec: { rootfsGeneration: 2 } },
+    "spec.rootfsGeneration: may not decrease (was 3, got 2)",
+  ],
+];
+
+describe("the validating webhook, called by the API server", () => {
+  it.each(CREATE_DENIALS)("denies %s %s", async (kind, name, spec, message) => {
+    const r = await kube.create(path(kind), obj(kind, name, spec));
+    expect([r.status, r.body.message]).toEqual([422, denied(message)]);
+    expect((await kube.get(path(kind, name))).status).toBe(404);
+  });
+
+  it.each(UPDATE_DENIALS)("denies an update of %s: %s", async (name, patch, message) => {
+    const before = await kube.get(path("PodBox", name));
+    const r = await kube.mergePatch(path("PodBox", name), patch);
+    expect([r.status, r.body.message]).toEqual([422, denied(message)]);
+    const after = await kube.get(path("PodBox", name));
+    expect(after.body.metadata.resourceVersion).toBe(before.body.metadata.resourceVersion);
+  });
+
+  it("reports every broken rule of one request", async () => {
+    const r = await kube.create(
+      path("PodBox"),
+      obj("PodBox", "many", {
+        templateRef: "python",
+        warmPoolRef: "p",
+        forkFrom: "many",
+        volumeKey: "k",
+      }),
+    );
+    expect(r.status).toBe(422);
+    expect(r.body.message.split("; ")).toHaveLength(4);
+  });
+
+  it("admits valid changes: desired state, a higher rootfs generation, a lease", async () => {
+    const r = await kube.mergePatch(path("PodBox", "existing"), {
+      spec: { desiredState: "Paused", rootfsGeneration: 4, leaseExpiresAt: "2030-01-01T00:00:00Z" },
+    });
+    expect(r.status).toBe(200);
+    expect((r.body as Obj).spec).toMatchObject({ desiredState: "Paused", rootfsGeneration: 4 });
+  });
+
+  it("admits a box for a pool that does not exist yet (GitOps applies in any order)", async () => {
+    const r = await kube.create(path("PodBox"), obj("PodBox", "early", { warmPoolRef: "later" }));
+    expect(r.status).toBe(201);
+  });
+});

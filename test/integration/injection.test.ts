@@ -1,0 +1,111 @@
+import { denied, Kube, Obj, paths } from "./kube";
+
+const kube = new Kube();
+let ns: string;
+
+const template = (name: string, spec: object) => ({
+  apiVersion: "pod.cubeplex.ai/v1alpha1",
+  kind: "PodTemplate",
+  metadata: { name },
+  spec,
+});
+const pod = (name: string, labels: Record<string, string> = {}) => ({
+  apiVersion: "v1",
+  kind: "Pod",
+  metadata: { name, labels },
+  spec: { containers: [{ name: "sandbox", image: "py:3" }] },
+});
+const names = (list?: { name: string }[]) => (list ?? []).map(x => x.name);
+
+beforeAll(async () => {
+  ns = await kube.namespace("it-inject");
+  await kube.mustCreate(
+    paths.podtemplates(ns),
+    template("with-egress", {
+      image: "py:3",
+      egress: { enabled: true, image: "proxy:1", allowHosts: ["pypi.org"] },
+      mtls: { enabled: true },
+    }),
+  );
+  await kube.mustCreate(paths.podtemplates(ns), template("plain", { image: "py:3" }));
+});
+afterAll(async () => {
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+describe("the mutating webhook, called by the API server", () => {
+  it("injects podd-installer, the bin emptyDir, the egress sidecar and mTLS into a labelled Pod", async () => {
+    const created = await kube.mustCreate(
+      paths.pods(ns),
+      pod("hand-made", { "pod.cubeplex.ai/template": "with-egress" }),
+    );
+    const spec = created.spec as Obj;
+    expect(names(spec.initContainers)).toEqual(["podd-installer"]);
+    expect(spec.initContainers[0].image).toBe("ghcr.io/cubeplex/podd-injector:v0.1.0");
+    expect(names(spec.containers)).toEqual(["sandbox", "egress"]);
+    expect(spec.containers[1].image).toBe("proxy:1");
+    expect(spec.volumes).toContainEqual({ name: "cubepod-bin", emptyDir: {} });
+    expect(spec.volumes).toContainEqual(
+      expect.objectContaining({
+        name: "cubepod-mtls",
+        secret: expect.objectContaining({ secretName: "cubepod-mtls-hand-made" }),
+      }),
+    );
+    expect(spec.containers[0].volumeMounts).toContainEqual({
+      name: "cubepod-bin",
+      mountPath: "/opt/cubepod/bin",
+      readOnly: true,
+    });
+    expect(created.metadata.annotations["pod.cubeplex.ai/injected"]).toBe("true");
+  });
+
+  it("adds no sidecar when the template's egress is off", async () => {
+    const created = await kube.mustCreate(
+      paths.pods(ns),
+      pod("no-egress", { "pod.cubeplex.ai/template": "plain" }),
+    );
+    expect(names(created.spec.containers)).toEqual(["sandbox"]);
+    expect(names(created.spec.initContainers)).toEqual(["podd-installer"]);
+  });
+
+  it("denies a labelled Pod whose PodTemplate does not exist, and stores nothing", async () => {
+    const r = await kube.create(
+      paths.pods(ns),
+      pod("orphan", { "pod.cubeplex.ai/template": "missing" }),
+    );
+    expect(r.status).toBe(400);
+    expect(r.body.message).toBe(
+      denied(
+        `PodTemplate "missing" not found in namespace "${ns}" (label pod.cubeplex.ai/template="missing")`,
+      ),
+    );
+    expect((await kube.get(paths.pods(ns, "orphan"))).status).toBe(404);
+  });
+
+  it("leaves a Pod without the label exactly as sent", async () => {
+    const created = await kube.mustCreate(paths.pods(ns), pod("bystander", { app: "web" }));
+    expect(created.spec.initContainers).toBeUndefined();
+    expect(names(created.spec.containers)).toEqual(["sandbox"]);
+    expect(created.metadata.annotations).toBeUndefined();
+    expect(names(created.spec.volumes)).toEqual([]);
+  });
+
+  it("runs the sandbox Pod on the fake node with a loopback IP", async () => {
+    const ip = await waitFor(async () => {
+      const r = await kube.get(paths.pods(ns, "no-egress"));
+      return r.body.status?.phase === "Running" ? r.body.status.podIP : undefined;
+    });
+    expect(ip).toMatch(/^127\./);
+  });
+});
+
+/** Polls an observation: fine for a test's own assertions, never in the operator. */
+async function waitFor<T>(probe: () => Promise<T | undefined>, attempts = 150): Promise<T> {
+  for (let i = 0; i < attempts; i++) {
+    const v = await probe();
+    if (v !== undefined) return v;
+    await new Promise(r => setTimeout(r, 200));
+  }
+  throw new Error("condition not reached");
+}

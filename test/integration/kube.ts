@@ -1,0 +1,118 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { Agent, request as httpsRequest } from "node:https";
+import { join } from "node:path";
+import { parse } from "yaml";
+
+export const ROOT = join(__dirname, "..", "..");
+export const CLUSTER_DIR = process.env.CUBEPOD_CLUSTER_DIR ?? join(ROOT, ".cluster");
+export const KUBECONFIG = join(CLUSTER_DIR, "kubeconfig");
+export const GROUP_PATH = "/apis/pod.cubeplex.ai/v1alpha1";
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Obj = Record<string, any>;
+export type Response = { status: number; body: Obj };
+
+/**
+ * A minimal client of the real API server for tests, authenticated with the admin client
+ * certificate of .cluster/kubeconfig. Tests assert on HTTP status codes and messages, which the
+ * fluent client hides.
+ */
+export class Kube {
+  private readonly server: URL;
+  private readonly agent: Agent;
+
+  constructor(kubeconfig = KUBECONFIG) {
+    const cfg = parse(readFileSync(kubeconfig, "utf8"));
+    const b64 = (s: string) => Buffer.from(s, "base64");
+    this.server = new URL(cfg.clusters[0].cluster.server);
+    this.agent = new Agent({
+      ca: b64(cfg.clusters[0].cluster["certificate-authority-data"]),
+      cert: b64(cfg.users[0].user["client-certificate-data"]),
+      key: b64(cfg.users[0].user["client-key-data"]),
+      keepAlive: true,
+    });
+  }
+
+  request(method: string, path: string, body?: unknown, contentType = "application/json") {
+    return new Promise<Response>((resolve, reject) => {
+      const data = body === undefined ? undefined : JSON.stringify(body);
+      const req = httpsRequest(
+        {
+          host: this.server.hostname,
+          port: this.server.port,
+          path,
+          method,
+          agent: this.agent,
+          headers: { "Content-Type": contentType, Accept: "application/json" },
+        },
+        res => {
+          const chunks: Buffer[] = [];
+          res.on("data", c => chunks.push(c));
+          res.on("end", () => {
+            const text = Buffer.concat(chunks).toString();
+            let parsed: Obj = {};
+            try {
+              parsed = text ? JSON.parse(text) : {};
+            } catch {
+              parsed = { raw: text };
+            }
+            resolve({ status: res.statusCode ?? 0, body: parsed });
+          });
+        },
+      );
+      req.on("error", reject);
+      if (data !== undefined) req.write(data);
+      req.end();
+    });
+  }
+
+  get = (path: string) => this.request("GET", path);
+  create = (path: string, obj: unknown) => this.request("POST", path, obj);
+  delete = (path: string) => this.request("DELETE", path);
+  mergePatch = (path: string, patch: unknown) =>
+    this.request("PATCH", path, patch, "application/merge-patch+json");
+
+  /** Creates and returns the object; throws with the API server's message when it refuses. */
+  async mustCreate(path: string, obj: unknown): Promise<Obj> {
+    const r = await this.create(path, obj);
+    if (r.status !== 201 && r.status !== 200) {
+      throw new Error(`create ${path}: ${r.status} ${r.body.message ?? JSON.stringify(r.body)}`);
+    }
+    return r.body;
+  }
+
+  /** A fresh namespace for one test file. */
+  async namespace(prefix: string): Promise<string> {
+    const name = `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
+    await this.mustCreate("/api/v1/namespaces", { metadata: { name } });
+    return name;
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/** REST paths of the kinds tests touch. */
+export const paths = {
+  podboxes: (ns: string, name = "") =>
+    `${GROUP_PATH}/namespaces/${ns}/podboxes${name && `/${name}`}`,
+  podtemplates: (ns: string, name = "") =>
+    `${GROUP_PATH}/namespaces/${ns}/podtemplates${name && `/${name}`}`,
+  podwarmpools: (ns: string, name = "") =>
+    `${GROUP_PATH}/namespaces/${ns}/podwarmpools${name && `/${name}`}`,
+  pods: (ns: string, name = "") => `/api/v1/namespaces/${ns}/pods${name && `/${name}`}`,
+};
+
+/** Runs one of the cluster scripts (hack/cluster/*.sh) and returns its output. */
+export function cluster(script: string, ...args: string[]): string {
+  return execFileSync("bash", [join(ROOT, "hack", "cluster", `${script}.sh`), ...args], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+}
+
+/** The message the API server relays when our validating or mutating webhook denies a request. */
+export const denied = (message: string) =>
+  `admission webhook "pepr-cubepod.pepr.dev" denied the request: ${message}`;
