@@ -16,7 +16,14 @@ const compat = new FlatCompat({
 
 export default [
   {
-    ignores: ["**/node_modules", "**/dist", ".scratch", ".cluster", "jest.config.js", "test/integration/sequencer.js"],
+    ignores: [
+      "**/node_modules",
+      "**/dist",
+      ".scratch",
+      ".cluster",
+      "jest.config.js",
+      "test/integration/sequencer.js",
+    ],
   },
   ...compat.extends("eslint:recommended", "plugin:@typescript-eslint/recommended"),
   {
