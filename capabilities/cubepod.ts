@@ -6,7 +6,13 @@ import {
   validateTemplateRequest,
   validateWarmPoolRequest,
 } from "./admission/validate";
-import { LABEL_TEMPLATE } from "./manifests/labels";
+import { LABEL_BOX, LABEL_TEMPLATE } from "./manifests/labels";
+import {
+  onBoxChange,
+  onBoxFinalize,
+  onSandboxPod,
+  onTemplateChange,
+} from "./reconcilers/box-triggers";
 
 /** The CubePod capability: admission for sandbox Pods and the three CubePod kinds. */
 export const CubePod = new Capability({
@@ -27,3 +33,18 @@ When(PodWarmPool).IsCreatedOrUpdated().Validate(validateWarmPoolRequest);
 
 // PodBoxes must satisfy their schema, immutability, monotonic rootfsGeneration and ref rules.
 When(PodBox).IsCreatedOrUpdated().Validate(validateBoxRequest);
+
+// Every change of a PodBox is reconciled (ordered per box); the finalizer guards its cleanup.
+When(PodBox).IsCreatedOrUpdated().Reconcile(onBoxChange).Finalize(onBoxFinalize);
+
+// Sandbox Pods (labelled with their box) report readiness, IP and deletion to their box.
+When(a.Pod).IsCreatedOrUpdated().WithLabel(LABEL_BOX).Watch(onSandboxPod);
+
+// A deleted sandbox Pod lets its box move on (pause, reset, resume, cleanup).
+When(a.Pod).IsDeleted().WithLabel(LABEL_BOX).Watch(onSandboxPod);
+
+// A PodTemplate that appears or changes wakes the boxes that use it.
+When(CubePodTemplate).IsCreatedOrUpdated().Watch(onTemplateChange);
+
+// A deleted PodTemplate is reported by the boxes that use it.
+When(CubePodTemplate).IsDeleted().Watch(onTemplateChange);

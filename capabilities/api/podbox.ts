@@ -19,10 +19,16 @@ export const REASONS = [
   "TemplateNotFound",
   "WarmPoolNotFound",
   "ForkParentNotFound",
+  "ForkParentNotReady",
+  "ForkParentDeleting",
   "VolumesNotFound",
+  "VolumesInUse",
   "PodFailed",
+  "Deleting",
   "APIError",
 ] as const;
+
+export type PodBoxReason = (typeof REASONS)[number];
 
 export const podBoxSpecSchema = z.object({
   templateRef: objectName("PodTemplate")
@@ -66,7 +72,8 @@ export const podBoxStatusSchema = z.object({
   rootfsPVCName: z.string().optional(),
   workspacePVCName: z.string().optional(),
   rootfsGeneration: z.int().min(1).optional(),
-  reason: z.enum(REASONS).optional(),
+  // A plain string in the CRD: a newer operator may add reasons without a CRD upgrade first.
+  reason: (z.string() as unknown as z.ZodType<PodBoxReason>).optional(),
   message: z.string().optional(),
   lastActivityAt: timestamp().optional(),
   observedGeneration: z.int().min(0).optional(),
@@ -76,7 +83,6 @@ export const podBoxStatusSchema = z.object({
 export type PodBoxSpec = z.output<typeof podBoxSpecSchema>;
 export type PodBoxStatus = z.output<typeof podBoxStatusSchema>;
 export type PodBoxPhase = (typeof PHASES)[number];
-export type PodBoxReason = (typeof REASONS)[number];
 
 export const podBoxDescriptor: KindDescriptor = {
   kind: "PodBox",

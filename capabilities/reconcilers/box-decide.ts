@@ -1,0 +1,411 @@
+import type { Condition } from "../api/common";
+import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
+import { buildBoxPod } from "../manifests/pod";
+import { buildBoxPVCs } from "../manifests/pvcs";
+import { rootfsPVCName, workspacePVCName } from "../manifests/names";
+import type { Owner } from "../manifests/types";
+import type { BoxAction, BoxEvent, BoxObservation, BoxPlan, ObservedPod } from "./box-types";
+
+/** How long to wait before looking again at something no watch reports (a template, a parent). */
+export const WAIT_MS = 5_000;
+
+/** Reasons that describe a problem rather than a transition; shown as Warning events. */
+const PROBLEMS: PodBoxReason[] = [
+  "TemplateNotFound",
+  "WarmPoolNotFound",
+  "ForkParentNotFound",
+  "ForkParentNotReady",
+  "ForkParentDeleting",
+  "VolumesNotFound",
+  "VolumesInUse",
+  "PodFailed",
+  "APIError",
+];
+
+/** What a box's status says beyond the fields every decision sets. */
+type Outcome = {
+  phase: PodBoxPhase;
+  reason: PodBoxReason;
+  message: string;
+  podName?: string;
+  podIP?: string;
+  rootfsPVCName?: string;
+  workspacePVCName?: string;
+  rootfsGeneration?: number;
+};
+
+/**
+ * Decides what to do about one PodBox, given what the API server holds: the actions that move it
+ * towards its desired state and the status that describes where it is. Pure, and idempotent: the
+ * plan for an observation that already matches the desired state has no actions and the same
+ * status, so replayed events and the operator's own status writes change nothing.
+ */
+export function decideBox(o: BoxObservation): BoxPlan {
+  if (o.box.deleting || o.box.spec.desiredState === "Terminated") return teardown(o);
+  if (o.box.spec.desiredState === "Paused") return pause(o);
+  return run(o);
+}
+
+/** The controller ownerReference that ties a Pod or PVC to its box. */
+export function boxOwner(o: BoxObservation): Owner {
+  return {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodBox",
+    name: o.box.name,
+    uid: o.box.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+function run(o: BoxObservation): BoxPlan {
+  const { box } = o;
+  const spec = box.spec;
+  const prev = box.status ?? {};
+  const key = spec.volumeKey ?? box.name;
+  const actions: BoxAction[] = [];
+
+  // Generations: the one the box runs (or, re-attaching, the newest kept), and the one it wants.
+  const keptGens = o.pvcs.filter(p => p.role === "rootfs" && !p.deleting && p.generation);
+  const current =
+    prev.rootfsGeneration ??
+    (keptGens.length > 0 ? Math.max(...keptGens.map(p => p.generation!)) : undefined);
+  const target = Math.max(spec.rootfsGeneration, current ?? 0);
+  const resetting = current !== undefined && target > current;
+  // A box that never ran yet: only then are a fork's volumes cloned from its parent.
+  const initial = prev.rootfsGeneration === undefined;
+  const rootfsName = rootfsPVCName(key, target);
+  const workspaceName = workspacePVCName(key);
+  const volumes = { rootfsPVCName: rootfsName, workspacePVCName: workspaceName };
+
+  const reason = transitionReason(o, resetting, initial);
+  const livePods = o.pods.filter(p => !p.deleting);
+  const { keep: pod, remove } = choosePod(livePods, rootfsName, workspaceName);
+  actions.push(...remove.map(p => ({ type: "deletePod" as const, name: p.name })));
+  const podGoing = remove.length > 0 || o.pods.some(p => p.deleting);
+
+  const inUse = o.pvcs.find(p => p.owner === "other");
+  if (inUse) {
+    return plan(o, actions, {
+      phase: "Failed",
+      reason: "VolumesInUse",
+      message: `PVC ${inUse.name} belongs to another object; volume key "${key}" is in use`,
+    });
+  }
+
+  const workspace = o.pvcs.find(p => p.role === "workspace" && p.name === workspaceName);
+  const rootfs = o.pvcs.find(p => p.role === "rootfs" && p.name === rootfsName);
+
+  // Old rootfs generations go once no Pod uses them (a reset keeps only the new one).
+  for (const old of o.pvcs) {
+    if (old.role !== "rootfs" || old.name === rootfsName || old.deleting) continue;
+    if (!o.pods.some(p => p.rootfsClaim === old.name) && old.owner !== "other") {
+      actions.push({ type: "deletePVC", name: old.name });
+    }
+  }
+  // Re-attached volumes become this box's, so that its volume policy applies to them.
+  for (const pvc of [workspace, rootfs]) {
+    if (pvc && pvc.owner === "none")
+      actions.push({ type: "adoptPVC", name: pvc.name, owner: boxOwner(o) });
+  }
+
+  const deletingVolume = [workspace, rootfs].find(p => p?.deleting);
+  if (deletingVolume) {
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "VolumesNotFound",
+        message: `PVC ${deletingVolume.name} is being deleted; waiting for it to go before creating it again`,
+      },
+      WAIT_MS,
+    );
+  }
+
+  const missing = !workspace || !rootfs;
+  if (missing && spec.volumeKey && !workspace) {
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "VolumesNotFound",
+        message: `no workspace PVC ${workspaceName} to re-attach for volume key "${spec.volumeKey}"`,
+      },
+      WAIT_MS,
+    );
+  }
+
+  if (!o.template) {
+    const ref = spec.templateRef ?? "(the pool's template)";
+    const running = pod && isRunning(pod);
+    if (running) {
+      // Nothing to do until the Pod must be made again; a template watch brings the box back.
+      return plan(o, actions, {
+        ...runningFields(pod, volumes, target),
+        reason: "TemplateNotFound",
+        message: `PodTemplate ${ref} not found: the running Pod is kept, but it cannot be recreated`,
+      });
+    }
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "TemplateNotFound",
+        message: `PodTemplate ${ref} not found in namespace ${box.namespace}`,
+      },
+      WAIT_MS,
+    );
+  }
+
+  const clone = Boolean(spec.forkFrom) && initial && !resetting;
+  if (missing && clone) {
+    const parent = o.parent ?? { state: "missing" as const };
+    if (parent.state !== "ready") return waitForParent(o, actions, parent.state);
+  }
+
+  if (missing) {
+    const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
+    const built = buildBoxPVCs({
+      namespace: box.namespace,
+      boxName: box.name,
+      volumeKey: spec.volumeKey,
+      template: o.template,
+      rootfsGeneration: target,
+      owner: boxOwner(o),
+      forkFrom: parent,
+    });
+    if (!workspace) actions.push({ type: "createPVC", pvc: built.workspace });
+    if (!rootfs) actions.push({ type: "createPVC", pvc: built.rootfs });
+  }
+
+  if (!pod && !podGoing) {
+    actions.push({
+      type: "createPod",
+      pod: buildBoxPod({
+        namespace: box.namespace,
+        podName: box.name,
+        boxName: box.name,
+        template: o.template,
+        rootfsPVCName: rootfsName,
+        workspacePVCName: workspaceName,
+        owner: boxOwner(o),
+      }),
+    });
+  }
+
+  if (pod && isRunning(pod)) {
+    return plan(o, actions, {
+      ...runningFields(pod, volumes, target),
+      reason,
+      message: runningMessage(reason, target),
+    });
+  }
+  const failed = livePods.find(p => p.phase === "Failed" || p.phase === "Succeeded");
+  return plan(o, actions, {
+    phase: "Pending",
+    reason: failed ? "PodFailed" : reason,
+    message: failed
+      ? `Pod ${failed.name} ended (${failed.phase}); starting a new one`
+      : podGoing
+        ? "waiting for the previous Pod to terminate"
+        : `waiting for Pod ${pod?.name ?? box.name} to be ready`,
+    podName: pod?.name ?? (podGoing ? undefined : box.name),
+    ...volumes,
+    rootfsGeneration: prev.rootfsGeneration,
+  });
+}
+
+function pause(o: BoxObservation): BoxPlan {
+  const prev = o.box.status ?? {};
+  const actions: BoxAction[] = o.pods
+    .filter(p => !p.deleting)
+    .map(p => ({ type: "deletePod" as const, name: p.name }));
+  const gone = o.pods.length === 0;
+  // The reaper marks an idle pause itself; any other pause is the user's.
+  const reason: PodBoxReason = prev.reason === "IdlePaused" ? "IdlePaused" : "Paused";
+  return plan(o, actions, {
+    phase: gone ? "Paused" : "Pending",
+    reason,
+    message: gone ? "Pod deleted; volumes kept" : "pausing: waiting for the Pod to terminate",
+    rootfsPVCName: prev.rootfsPVCName,
+    workspacePVCName: prev.workspacePVCName,
+    rootfsGeneration: prev.rootfsGeneration,
+  });
+}
+
+function teardown(o: BoxObservation): BoxPlan {
+  const { box } = o;
+  const prev = box.status ?? {};
+  const retain = box.spec.volumeReclaimPolicy === "Retain";
+  const actions: BoxAction[] = o.pods
+    .filter(p => !p.deleting)
+    .map(p => ({ type: "deletePod" as const, name: p.name }));
+  const ours = o.pvcs.filter(p => p.owner === "this");
+  if (!retain) {
+    actions.push(
+      ...ours.filter(p => !p.deleting).map(p => ({ type: "deletePVC" as const, name: p.name })),
+    );
+  } else if (box.deleting) {
+    // Retained volumes must outlive the box: garbage collection would follow the ownerReference.
+    actions.push(...ours.map(p => ({ type: "orphanPVC" as const, name: p.name })));
+  }
+  const podsGone = o.pods.length === 0;
+  const cleanupDone = podsGone && (retain ? ours.length === 0 : ours.every(p => p.deleting));
+  const volumesKept = retain ? " (volumes kept)" : " (volumes deleted)";
+  const status: Outcome = {
+    phase: podsGone ? "Terminated" : "Pending",
+    reason: box.deleting ? "Deleting" : "Terminated",
+    message: podsGone
+      ? `Pod deleted${volumesKept}`
+      : "terminating: waiting for the Pod to terminate",
+    ...(retain
+      ? {
+          rootfsPVCName: prev.rootfsPVCName,
+          workspacePVCName: prev.workspacePVCName,
+          rootfsGeneration: prev.rootfsGeneration,
+        }
+      : {}),
+  };
+  return { ...plan(o, actions, status), ...(box.deleting ? { cleanupDone } : {}) };
+}
+
+function waitForParent(
+  o: BoxObservation,
+  actions: BoxAction[],
+  state: "missing" | "deleting" | "notReady",
+): BoxPlan {
+  const parent = o.box.spec.forkFrom;
+  if (state === "deleting") {
+    // The parent's volumes may vanish during a clone: never start one. forkFrom is immutable, so
+    // this box cannot become valid again; it stays Failed with its data (none) untouched.
+    return plan(o, actions, {
+      phase: "Failed",
+      reason: "ForkParentDeleting",
+      message: `PodBox ${parent} is being deleted; a fork needs a parent that stays`,
+    });
+  }
+  return plan(
+    o,
+    actions,
+    {
+      phase: "Pending",
+      reason: state === "missing" ? "ForkParentNotFound" : "ForkParentNotReady",
+      message:
+        state === "missing"
+          ? `PodBox ${parent} (forkFrom) not found in namespace ${o.box.namespace}; retrying`
+          : `PodBox ${parent} (forkFrom) has no volumes yet; retrying`,
+    },
+    WAIT_MS,
+  );
+}
+
+/** Why the box is heading to Running: decided when the transition starts, then kept. */
+function transitionReason(o: BoxObservation, resetting: boolean, initial: boolean): PodBoxReason {
+  const prev = o.box.status ?? {};
+  if (resetting) return "RootFSReset";
+  if (prev.phase === "Paused" || (prev.phase === "Terminated" && !initial)) return "Resumed";
+  const startingOver =
+    !prev.phase || !prev.reason || PROBLEMS.includes(prev.reason) || prev.reason === "Creating";
+  if (startingOver) return o.box.spec.forkFrom && initial ? "ForkCloned" : "Started";
+  if (["Paused", "IdlePaused", "Terminated", "Deleting"].includes(prev.reason!)) return "Resumed";
+  return prev.reason!;
+}
+
+/** The Pod to keep (on the box's current volumes) and the ones to delete. */
+function choosePod(pods: ObservedPod[], rootfs: string, workspace: string) {
+  const fits = (p: ObservedPod) =>
+    p.rootfsClaim === rootfs &&
+    p.workspaceClaim === workspace &&
+    p.phase !== "Failed" &&
+    p.phase !== "Succeeded";
+  const good = pods.filter(fits);
+  const keep = good[0];
+  return { keep, remove: pods.filter(p => p !== keep) };
+}
+
+const isRunning = (p: ObservedPod) => p.phase === "Running" && p.ready && Boolean(p.podIP);
+
+function runningFields(
+  pod: ObservedPod,
+  volumes: { rootfsPVCName: string; workspacePVCName: string },
+  generation: number,
+) {
+  return {
+    phase: "Running" as const,
+    podName: pod.name,
+    podIP: pod.podIP,
+    ...volumes,
+    rootfsGeneration: generation,
+  };
+}
+
+function runningMessage(reason: PodBoxReason, generation: number): string {
+  switch (reason) {
+    case "RootFSReset":
+      return `running on a new rootfs (generation ${generation}); workspace kept`;
+    case "ForkCloned":
+      return "running on volumes cloned from the parent";
+    case "Resumed":
+      return "resumed on its volumes";
+    case "WarmPoolClaimed":
+      return "running on a claimed warm standby";
+    default:
+      return "running";
+  }
+}
+
+/** Assembles the plan: the full status (with observedGeneration, Ready) and the events. */
+function plan(
+  o: BoxObservation,
+  actions: BoxAction[],
+  out: Outcome,
+  requeueAfterMs?: number,
+): BoxPlan {
+  const prev = o.box.status ?? {};
+  const envdPort = o.template?.spec.envdPort;
+  const poddURL =
+    out.phase === "Running" && out.podIP ? `http://${out.podIP}:${envdPort ?? 49983}` : undefined;
+  const ready = out.phase === "Running";
+  const before = prev.conditions?.find(c => c.type === "Ready");
+  const readyCondition: Condition = {
+    type: "Ready",
+    status: ready ? "True" : "False",
+    observedGeneration: o.box.generation,
+    lastTransitionTime:
+      before && before.status === (ready ? "True" : "False") ? before.lastTransitionTime : o.now,
+    reason: out.reason,
+    message: out.message,
+  };
+  const status: PodBoxStatus = clean({
+    phase: out.phase,
+    podName: out.podName,
+    podIP: out.podIP,
+    poddURL,
+    rootfsPVCName: out.rootfsPVCName,
+    workspacePVCName: out.workspacePVCName,
+    rootfsGeneration: out.rootfsGeneration,
+    reason: out.reason,
+    message: out.message,
+    lastActivityAt: prev.lastActivityAt,
+    observedGeneration: o.box.generation,
+    conditions: [readyCondition, ...(prev.conditions ?? []).filter(c => c.type !== "Ready")],
+  });
+  const events: BoxEvent[] =
+    prev.phase !== status.phase || prev.reason !== status.reason
+      ? [
+          {
+            type: PROBLEMS.includes(out.reason) ? "Warning" : "Normal",
+            reason: out.reason,
+            message: `${out.phase}: ${out.message}`,
+          },
+        ]
+      : [];
+  return { actions, status, events, ...(requeueAfterMs ? { requeueAfterMs } : {}) };
+}
+
+function clean<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}

@@ -1,0 +1,128 @@
+import { K8s, kind } from "pepr";
+import { podBoxSpecSchema } from "../api/podbox";
+import { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import { validatePodTemplate } from "../admission/rules";
+import {
+  LABEL_BOX,
+  LABEL_ROOTFS_GENERATION,
+  LABEL_VOLUME,
+  LABEL_VOLUME_KEY,
+} from "../manifests/labels";
+import type { TemplateRef } from "../manifests/types";
+import type { BoxObservation, ObservedParent, ObservedPod, ObservedPVC } from "./box-types";
+import { PermanentError, statusOf } from "./errors";
+
+/** The PodBox, or undefined when it is gone. */
+export async function getBox(namespace: string, name: string): Promise<PodBox | undefined> {
+  return orUndefined(K8s(PodBox).InNamespace(namespace).Get(name));
+}
+
+/**
+ * Reads everything one reconcile of a box looks at, straight from the API server: the box, its
+ * template, its Pods (by label), the PVCs of its volume key (by label) and, for a fork that has
+ * not run yet, its parent. Independent reads go out together.
+ */
+export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObservation> {
+  const namespace = box.metadata!.namespace!;
+  const name = box.metadata!.name!;
+  const uid = box.metadata!.uid!;
+  const parsed = podBoxSpecSchema.safeParse(box.spec);
+  if (!parsed.success) throw new PermanentError(`stored spec is invalid: ${parsed.error.message}`);
+  const spec = parsed.data;
+  const status = box.status ?? {};
+  const key = spec.volumeKey ?? name;
+  const needParent = Boolean(spec.forkFrom) && status.rootfsGeneration === undefined;
+
+  const [template, pods, pvcs, parent] = await Promise.all([
+    getTemplate(namespace, spec.templateRef, spec.warmPoolRef),
+    K8s(kind.Pod).InNamespace(namespace).WithLabel(LABEL_BOX, name).Get(),
+    K8s(kind.PersistentVolumeClaim).InNamespace(namespace).WithLabel(LABEL_VOLUME_KEY, key).Get(),
+    needParent ? getParent(namespace, spec.forkFrom!) : Promise.resolve(undefined),
+  ]);
+
+  return {
+    box: {
+      name,
+      namespace,
+      uid,
+      generation: box.metadata?.generation ?? 0,
+      spec,
+      status,
+      deleting: Boolean(box.metadata?.deletionTimestamp),
+    },
+    template,
+    pods: pods.items.map(toPod),
+    pvcs: pvcs.items.flatMap(p => toPVC(p, uid)),
+    parent,
+    now: now.toISOString().replace(/\.\d+Z$/, "Z"),
+  };
+}
+
+async function getTemplate(
+  namespace: string,
+  templateRef: string | undefined,
+  warmPoolRef: string | undefined,
+): Promise<TemplateRef | undefined> {
+  let name = templateRef;
+  if (!name && warmPoolRef) {
+    const pool = await orUndefined(K8s(PodWarmPool).InNamespace(namespace).Get(warmPoolRef));
+    name = pool?.spec?.templateRef;
+  }
+  if (!name) return undefined;
+  const tpl = await orUndefined(K8s(CubePodTemplate).InNamespace(namespace).Get(name));
+  if (!tpl) return undefined;
+  const verdict = validatePodTemplate(tpl.spec);
+  if (!verdict.ok)
+    throw new PermanentError(`PodTemplate ${name} is invalid: ${verdict.errors.join("; ")}`);
+  return { name, spec: verdict.spec };
+}
+
+async function getParent(namespace: string, name: string): Promise<ObservedParent> {
+  const parent = await orUndefined(K8s(PodBox).InNamespace(namespace).Get(name));
+  if (!parent) return { state: "missing" };
+  if (parent.metadata?.deletionTimestamp) return { state: "deleting" };
+  const { rootfsPVCName, workspacePVCName } = parent.status ?? {};
+  if (!rootfsPVCName || !workspacePVCName) return { state: "notReady" };
+  return { state: "ready", rootfsPVCName, workspacePVCName };
+}
+
+function toPod(p: kind.Pod): ObservedPod {
+  const claims = (p.spec?.volumes ?? []).map(v => v.persistentVolumeClaim?.claimName);
+  const vol = (n: string) =>
+    p.spec?.volumes?.find(v => v.name === n)?.persistentVolumeClaim?.claimName ?? claims[0];
+  return {
+    name: p.metadata!.name!,
+    phase: p.status?.phase,
+    podIP: p.status?.podIP,
+    ready: (p.status?.conditions ?? []).some(c => c.type === "Ready" && c.status === "True"),
+    deleting: Boolean(p.metadata?.deletionTimestamp),
+    rootfsClaim: vol("rootfs"),
+    workspaceClaim: vol("workspace"),
+  };
+}
+
+function toPVC(p: kind.PersistentVolumeClaim, boxUid: string): ObservedPVC[] {
+  const role = p.metadata?.labels?.[LABEL_VOLUME];
+  if (role !== "rootfs" && role !== "workspace") return [];
+  const controller = p.metadata?.ownerReferences?.find(r => r.controller);
+  const gen = Number(p.metadata?.labels?.[LABEL_ROOTFS_GENERATION]);
+  return [
+    {
+      name: p.metadata!.name!,
+      role,
+      generation: role === "rootfs" && gen > 0 ? gen : undefined,
+      deleting: Boolean(p.metadata?.deletionTimestamp),
+      owner: !controller ? "none" : controller.uid === boxUid ? "this" : "other",
+    },
+  ];
+}
+
+/** The object, or undefined on 404. */
+export async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
+  try {
+    return await p;
+  } catch (e) {
+    if (statusOf(e) === 404) return undefined;
+    throw e;
+  }
+}

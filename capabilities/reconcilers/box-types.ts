@@ -1,0 +1,78 @@
+import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
+import type { PodBoxReason, PodBoxSpec, PodBoxStatus } from "../api/podbox";
+import type { Owner, TemplateRef } from "../manifests/types";
+
+/** A sandbox Pod as the decisions need it. */
+export type ObservedPod = {
+  name: string;
+  phase?: string;
+  podIP?: string;
+  ready: boolean;
+  deleting: boolean;
+  rootfsClaim?: string;
+  workspaceClaim?: string;
+};
+
+/** A PVC of the box's volume key. */
+export type ObservedPVC = {
+  name: string;
+  role: "rootfs" | "workspace";
+  generation?: number;
+  deleting: boolean;
+  /** Whose controller ownerReference it carries: this box, another object, or none. */
+  owner: "this" | "other" | "none";
+};
+
+/** The box named by `spec.forkFrom`, reduced to what a fork needs. */
+export type ObservedParent =
+  | { state: "missing" }
+  | { state: "deleting" }
+  | { state: "notReady" }
+  | { state: "ready"; rootfsPVCName: string; workspacePVCName: string };
+
+/** Everything one reconcile of a PodBox looks at, read from the API server. */
+export type BoxObservation = {
+  box: {
+    name: string;
+    namespace: string;
+    uid: string;
+    generation: number;
+    spec: PodBoxSpec;
+    status: PodBoxStatus;
+    deleting: boolean;
+  };
+  /** undefined: the PodTemplate does not exist. */
+  template?: TemplateRef;
+  pods: ObservedPod[];
+  pvcs: ObservedPVC[];
+  /** Present when spec.forkFrom is set. */
+  parent?: ObservedParent;
+  /** The time of the observation (RFC 3339), for conditions. */
+  now: string;
+};
+
+/** One change to make in the API server. */
+export type BoxAction =
+  | { type: "createPVC"; pvc: V1PersistentVolumeClaim }
+  | { type: "createPod"; pod: V1Pod }
+  | { type: "deletePod"; name: string }
+  | { type: "deletePVC"; name: string }
+  /** Make the box the PVC's owner (re-attached volumes). */
+  | { type: "adoptPVC"; name: string; owner: Owner }
+  /** Drop the box from the PVC's owners, so that garbage collection keeps it. */
+  | { type: "orphanPVC"; name: string };
+
+/** A Kubernetes Event about the box. */
+export type BoxEvent = { type: "Normal" | "Warning"; reason: PodBoxReason; message: string };
+
+/** What one reconcile decides. */
+export type BoxPlan = {
+  actions: BoxAction[];
+  /** The status the box should have; written only when it differs from the observed one. */
+  status: PodBoxStatus;
+  events: BoxEvent[];
+  /** Look again after this long even without an event (waiting on something not watched). */
+  requeueAfterMs?: number;
+  /** Deletion only: everything is cleaned up, the finalizer may go. */
+  cleanupDone?: boolean;
+};

@@ -1,0 +1,26 @@
+/** An error the API server will give again however often we retry (a 4xx other than the transient ones). */
+export class PermanentError extends Error {}
+
+/** The HTTP status of an error thrown by the fluent client (it throws the response), if any. */
+export function statusOf(e: unknown): number | undefined {
+  const s = (e as { status?: unknown })?.status;
+  return typeof s === "number" ? s : undefined;
+}
+
+/**
+ * True for errors worth retrying: server errors, throttling, timeouts, conflicts and anything
+ * without an HTTP status (network errors).
+ */
+export function isRetryable(e: unknown): boolean {
+  const s = statusOf(e);
+  return s === undefined || s >= 500 || s === 429 || s === 408 || s === 409;
+}
+
+/** A short description of an API error for status messages and logs. */
+export function describeError(e: unknown): string {
+  const s = statusOf(e);
+  const body = (e as { data?: { message?: string } })?.data?.message;
+  const message =
+    body ?? (e instanceof Error ? e.message : (e as { statusText?: string })?.statusText);
+  return s ? `HTTP ${s}: ${message ?? "no message"}` : String(message ?? e);
+}

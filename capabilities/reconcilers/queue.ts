@@ -1,0 +1,132 @@
+/** What a worker may ask of the queue after handling a key. */
+export type WorkResult = { requeueAfterMs?: number } | void;
+
+export type QueueOptions = {
+  /** Keys handled at once, across all keys. */
+  concurrency: number;
+  /** First retry delay after a failure; doubles per consecutive failure of the key. */
+  baseDelayMs: number;
+  maxDelayMs: number;
+  onError?: (key: string, error: unknown, attempt: number, retryInMs: number) => void;
+};
+
+/**
+ * A work queue keyed by object: one run per key at a time, requests for a key that is already
+ * waiting are merged, a request that arrives while the key runs gets one more run afterwards, and
+ * a run that throws is retried with exponential backoff. Pepr 1.1.4 only logs a Reconcile that
+ * throws and keeps one queue per binding; this gives every event source of a box (the box, its
+ * Pod, its template) one ordered lane, and the retries a reconciler needs.
+ *
+ * Only keys live here: what to do is read again from the API server on every run, so a restart
+ * that drops the queue loses nothing.
+ */
+export class KeyedQueue {
+  readonly #waiting: string[] = [];
+  readonly #queued = new Set<string>();
+  readonly #running = new Set<string>();
+  readonly #dirty = new Set<string>();
+  readonly #timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  readonly #failures = new Map<string, number>();
+  #idle: (() => void)[] = [];
+
+  constructor(
+    private readonly worker: (key: string) => Promise<WorkResult>,
+    private readonly opts: QueueOptions,
+  ) {}
+
+  /** Asks for a run of `key` as soon as possible. */
+  add(key: string): void {
+    if (this.#running.has(key)) {
+      this.#dirty.add(key);
+      return;
+    }
+    if (this.#queued.has(key)) return;
+    this.#clearTimer(key);
+    this.#queued.add(key);
+    this.#waiting.push(key);
+    this.#pump();
+  }
+
+  /** Asks for a run of `key` after `ms`; an earlier request for the key wins. */
+  addAfter(key: string, ms: number): void {
+    const at = Date.now() + ms;
+    const existing = this.#timers.get(key);
+    if (existing && existing.at <= at) return;
+    this.#clearTimer(key);
+    const timer = setTimeout(() => {
+      this.#timers.delete(key);
+      this.add(key);
+    }, ms);
+    timer.unref();
+    this.#timers.set(key, { at, timer });
+  }
+
+  /** Keys waiting or running, and keys with a retry or requeue timer. */
+  stats(): { waiting: number; running: number; delayed: number } {
+    return {
+      waiting: this.#waiting.length,
+      running: this.#running.size,
+      delayed: this.#timers.size,
+    };
+  }
+
+  /** Resolves when nothing waits or runs (timers aside). */
+  idle(): Promise<void> {
+    if (this.#waiting.length === 0 && this.#running.size === 0) return Promise.resolve();
+    return new Promise(resolve => this.#idle.push(resolve));
+  }
+
+  /** Drops every timer (used on shutdown and in tests). */
+  stop(): void {
+    for (const key of [...this.#timers.keys()]) this.#clearTimer(key);
+  }
+
+  #pump(): void {
+    while (this.#running.size < this.opts.concurrency && this.#waiting.length > 0) {
+      const key = this.#waiting.shift()!;
+      this.#queued.delete(key);
+      this.#running.add(key);
+      void this.#run(key);
+    }
+    if (this.#waiting.length === 0 && this.#running.size === 0) {
+      const waiters = this.#idle;
+      this.#idle = [];
+      waiters.forEach(w => w());
+    }
+  }
+
+  async #run(key: string): Promise<void> {
+    try {
+      const result = await this.worker(key);
+      this.#failures.delete(key);
+      if (result && result.requeueAfterMs !== undefined) this.addAfter(key, result.requeueAfterMs);
+    } catch (error) {
+      const attempt = (this.#failures.get(key) ?? 0) + 1;
+      this.#failures.set(key, attempt);
+      const delay = backoff(attempt, this.opts.baseDelayMs, this.opts.maxDelayMs);
+      this.opts.onError?.(key, error, attempt, delay);
+      this.addAfter(key, delay);
+    } finally {
+      this.#running.delete(key);
+      if (this.#dirty.delete(key)) this.add(key);
+      this.#pump();
+    }
+  }
+
+  #clearTimer(key: string): void {
+    const t = this.#timers.get(key);
+    if (t) clearTimeout(t.timer);
+    this.#timers.delete(key);
+  }
+}
+
+/** Exponential backoff with up to 20% jitter, so that many failing keys do not retry in step. */
+export function backoff(
+  attempt: number,
+  baseMs: number,
+  maxMs: number,
+  random = Math.random,
+): number {
+  const raw = Math.min(maxMs, baseMs * 2 ** (attempt - 1));
+  return Math.round(raw * (0.8 + 0.2 * random()));
+}
