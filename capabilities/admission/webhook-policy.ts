@@ -6,12 +6,17 @@ import { LABEL_TEMPLATE } from "../manifests/labels";
  * module and fail while it is down. This match condition, evaluated by the API server itself,
  * sends it only sandbox Pods (those labelled with a PodTemplate); every other request of the
  * webhook's rules (the CubePod kinds) still goes through. Unlabelled Pods never reach CubePod.
+ *
+ * Only CREATE and UPDATE are sent: Pepr's Finalize registers its mutation for every operation,
+ * which would make a PodBox impossible to delete while the module is down, although the
+ * finalizer exists precisely so that such a deletion is cleaned up later.
  */
 export const SANDBOX_PODS_ONLY = {
   name: "cubepod-sandbox-pods-only",
   expression:
-    `request.resource.group != "" || request.resource.resource != "pods" || ` +
-    `(object != null && has(object.metadata.labels) && "${LABEL_TEMPLATE}" in object.metadata.labels)`,
+    `request.operation in ["CREATE", "UPDATE"] && ` +
+    `(request.resource.group != "" || request.resource.resource != "pods" || ` +
+    `(object != null && has(object.metadata.labels) && "${LABEL_TEMPLATE}" in object.metadata.labels))`,
 };
 
 type Webhook = { name: string; matchConditions?: { name: string; expression: string }[] };

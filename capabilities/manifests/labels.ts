@@ -7,6 +7,8 @@ export const LABEL_POOL = `${GROUP}/pool`;
 export const LABEL_VOLUME = `${GROUP}/volume`;
 export const LABEL_VOLUME_KEY = `${GROUP}/volume-key`;
 export const LABEL_ROOTFS_GENERATION = `${GROUP}/rootfs-generation`;
+/** On a warm standby: the hash of the template spec it was built from. */
+export const LABEL_TEMPLATE_HASH = `${GROUP}/template-hash`;
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "cubepod";
 /** On a PVC created by the Copy fork strategy: the parent PVC whose data is to be copied in. */

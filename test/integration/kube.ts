@@ -89,6 +89,77 @@ export class Kube {
     return name;
   }
 
+  /**
+   * Resolves with the object at `path` (a single object's path) once `predicate` holds for it,
+   * reading it once and then following a watch from that resourceVersion. Rejects after
+   * `timeoutMs` with the last state seen, so a failing test says where the object got stuck.
+   */
+  async waitFor(
+    path: string,
+    predicate: (o: Obj | undefined) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<Obj | undefined> {
+    const slash = path.lastIndexOf("/");
+    const collection = path.slice(0, slash);
+    const name = path.slice(slash + 1);
+    const first = await this.get(path);
+    let last: Obj | undefined = first.status === 200 ? first.body : undefined;
+    if (predicate(last)) return last;
+    const rv =
+      first.status === 200
+        ? first.body.metadata.resourceVersion
+        : (await this.get(collection)).body.metadata.resourceVersion;
+    return new Promise((resolve, reject) => {
+      const query = `?watch=1&allowWatchBookmarks=false&resourceVersion=${rv}&fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}&timeoutSeconds=${Math.ceil(timeoutMs / 1000)}`;
+      let buffer = "";
+      const timer = setTimeout(() => {
+        req.destroy();
+        reject(
+          new Error(
+            `timed out waiting on ${path}; last seen: ${JSON.stringify(last?.status ?? last ?? "absent")}`,
+          ),
+        );
+      }, timeoutMs);
+      const req = httpsRequest(
+        {
+          host: this.server.hostname,
+          port: this.server.port,
+          path: collection + query,
+          method: "GET",
+          agent: this.agent,
+        },
+        res => {
+          res.on("data", chunk => {
+            buffer += chunk.toString();
+            let nl: number;
+            while ((nl = buffer.indexOf("\n")) >= 0) {
+              const line = buffer.slice(0, nl);
+              buffer = buffer.slice(nl + 1);
+              if (!line.trim()) continue;
+              const ev = JSON.parse(line) as { type: string; object: Obj };
+              last = ev.type === "DELETED" ? undefined : ev.object;
+              if (predicate(last)) {
+                clearTimeout(timer);
+                req.destroy();
+                resolve(last);
+              }
+            }
+          });
+        },
+      );
+      req.on("error", e => {
+        if (!req.destroyed) reject(e);
+      });
+      req.end();
+    });
+  }
+
+  /** Names of the objects at a collection path matching a label selector, sorted. */
+  async names(collection: string, labelSelector: string): Promise<string[]> {
+    const r = await this.get(`${collection}?labelSelector=${encodeURIComponent(labelSelector)}`);
+    return (r.body.items as Obj[]).map(i => i.metadata.name).sort();
+  }
+
   close(): void {
     this.agent.destroy();
   }
@@ -103,13 +174,25 @@ export const paths = {
   podwarmpools: (ns: string, name = "") =>
     `${GROUP_PATH}/namespaces/${ns}/podwarmpools${name && `/${name}`}`,
   pods: (ns: string, name = "") => `/api/v1/namespaces/${ns}/pods${name && `/${name}`}`,
+  pvcs: (ns: string, name = "") =>
+    `/api/v1/namespaces/${ns}/persistentvolumeclaims${name && `/${name}`}`,
 };
 
 /** Runs one of the cluster scripts (hack/cluster/*.sh) and returns its output. */
 export function cluster(script: string, ...args: string[]): string {
+  return clusterWithEnv({}, script, ...args);
+}
+
+/** {@link cluster}, with extra environment variables (e.g. a failpoint for the module). */
+export function clusterWithEnv(
+  env: Record<string, string>,
+  script: string,
+  ...args: string[]
+): string {
   return execFileSync("bash", [join(ROOT, "hack", "cluster", `${script}.sh`), ...args], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
   });
 }
 

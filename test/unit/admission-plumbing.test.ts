@@ -23,7 +23,9 @@ describe("hardenWebhookConfiguration", () => {
     expect(SANDBOX_PODS_ONLY.expression).toContain(
       '"pod.cubeplex.ai/template" in object.metadata.labels',
     );
-    expect(SANDBOX_PODS_ONLY.expression).toMatch(/^request\.resource\.group != ""/);
+    expect(SANDBOX_PODS_ONLY.expression).toMatch(
+      /^request\.operation in \["CREATE", "UPDATE"\] && /,
+    );
   });
 
   it("builds the live patch and recognises webhook configurations", () => {

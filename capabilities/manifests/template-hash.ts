@@ -1,0 +1,23 @@
+import { createHash } from "node:crypto";
+import type { PodTemplateSpec } from "../api/podtemplate";
+
+/**
+ * A short, stable hash of a template's spec (keys sorted, defaults applied). Standbys carry it as
+ * a label; a standby whose hash differs from its template's is stale and gets replaced.
+ */
+export function templateHash(spec: PodTemplateSpec): string {
+  return createHash("sha256").update(stableJSON(spec)).digest("hex").slice(0, 10);
+}
+
+function stableJSON(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(stableJSON).join(",")}]`;
+  if (v && typeof v === "object") {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o)
+      .filter(k => o[k] !== undefined)
+      .sort()
+      .map(k => `${JSON.stringify(k)}:${stableJSON(o[k])}`)
+      .join(",")}}`;
+  }
+  return JSON.stringify(v);
+}

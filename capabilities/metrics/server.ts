@@ -1,0 +1,45 @@
+import { createServer, Server } from "node:http";
+import { registry } from "./registry";
+
+/** What /healthz reports: healthy, or why not. */
+export type HealthCheck = () => { ok: boolean; detail: string };
+
+/**
+ * Serves /metrics (Prometheus text) and /healthz over plain HTTP (CEP-0008: port 8081). In a
+ * cluster it listens on all addresses so that Prometheus can scrape the Pod; elsewhere on
+ * 127.0.0.1 only.
+ */
+export function startMetricsServer(
+  health: HealthCheck,
+  before: () => void,
+  port = Number(process.env.CUBEPOD_METRICS_PORT ?? 8081),
+  host = process.env.CUBEPOD_METRICS_HOST ??
+    (process.env.KUBERNETES_SERVICE_HOST ? "0.0.0.0" : "127.0.0.1"),
+): Server {
+  const server = createServer((req, res) => {
+    if (req.url === "/metrics") {
+      before();
+      registry
+        .metrics()
+        .then(text => {
+          res.writeHead(200, { "Content-Type": registry.contentType });
+          res.end(text);
+        })
+        .catch(e => {
+          res.writeHead(500);
+          res.end(String(e));
+        });
+      return;
+    }
+    if (req.url === "/healthz") {
+      const h = health();
+      res.writeHead(h.ok ? 200 : 503, { "Content-Type": "text/plain" });
+      res.end(`${h.ok ? "ok" : "unhealthy"}: ${h.detail}\n`);
+      return;
+    }
+    res.writeHead(404);
+    res.end();
+  });
+  server.listen(port, host);
+  return server;
+}

@@ -1,0 +1,76 @@
+import type { PodBoxSpec, PodBoxStatus } from "../api/podbox";
+
+/**
+ * How a client records activity: it sets this annotation on the PodBox to the current time
+ * (RFC 3339), e.g. a gateway on each inbound request, at most every few seconds. Metadata, not
+ * spec: GitOps tools that own the spec see no drift, and the operator never writes the spec.
+ */
+export const ANNOTATION_LAST_ACTIVITY = "pod.cubeplex.ai/last-activity";
+
+/** The desired state the operator acts on: the spec's, unless idleness or an expired lease say otherwise. */
+export type Effective = {
+  desired: PodBoxSpec["desiredState"];
+  /** Set when the reaper's rules, not the spec, decide. */
+  reason?: "IdlePaused" | "LeaseExpired";
+};
+
+/** What the idle and lease rules read of a box. */
+export type ActivityInput = {
+  spec: PodBoxSpec;
+  status: PodBoxStatus;
+  /** The last-activity annotation, if any. */
+  lastActivityAnnotation?: string;
+};
+
+const ms = (t?: string) => (t ? Date.parse(t) : NaN);
+
+/** The box's last activity: the newest of the annotation and the time it last started running. */
+export function lastActivity(b: ActivityInput): number | undefined {
+  const times = [ms(b.lastActivityAnnotation), ms(b.status.lastActivityAt)].filter(t => !isNaN(t));
+  return times.length > 0 ? Math.max(...times) : undefined;
+}
+
+/** When the box becomes idle (epoch ms), if it has an idle timeout. */
+export function idleDeadline(b: ActivityInput): number | undefined {
+  const timeout = b.spec.idleTimeoutSeconds ?? 0;
+  const last = lastActivity(b);
+  return timeout > 0 && last !== undefined ? last + timeout * 1000 : undefined;
+}
+
+/** When the lease ends (epoch ms), if there is one. */
+export function leaseDeadline(b: ActivityInput): number | undefined {
+  const t = ms(b.spec.leaseExpiresAt);
+  return isNaN(t) ? undefined : t;
+}
+
+/**
+ * The reaper's rules, applied at `now`: a box meant to run that is idle past its timeout and has
+ * no live lease is paused (IdlePaused); a paused box (paused by its spec, or already idle-paused)
+ * whose lease has expired is terminated (LeaseExpired), so an idle box whose lease ran out is
+ * paused first and terminated on a later pass. New activity (a newer annotation) ends an idle
+ * pause.
+ */
+export function effectiveState(b: ActivityInput, now: number): Effective {
+  const desired = b.spec.desiredState;
+  if (desired === "Terminated") return { desired };
+  const lease = leaseDeadline(b);
+  const leaseLive = lease !== undefined && lease > now;
+  const leaseExpired = lease !== undefined && lease <= now;
+  const idle = desired === "Running" && !leaseLive && (idleDeadline(b) ?? Infinity) <= now;
+  const wasPaused = b.status.phase === "Paused" || b.status.phase === "Terminated";
+  // Ended by its lease, a box stays ended until a new lease: late activity does not revive it.
+  const ended = b.status.reason === "LeaseExpired";
+  if ((desired === "Paused" || ended || (idle && wasPaused)) && leaseExpired) {
+    return { desired: "Terminated", reason: "LeaseExpired" };
+  }
+  if (idle) return { desired: "Paused", reason: "IdlePaused" };
+  return { desired };
+}
+
+/** The next time (epoch ms) the reaper's rules could change the box's effective state. */
+export function nextDeadline(b: ActivityInput, now: number): number | undefined {
+  const candidates = [idleDeadline(b), leaseDeadline(b)].filter(
+    (t): t is number => t !== undefined && t > now,
+  );
+  return candidates.length > 0 ? Math.min(...candidates) : undefined;
+}

@@ -1,0 +1,169 @@
+import type { Condition } from "../api/common";
+import type { PodWarmPoolSpec, PodWarmPoolStatus } from "../api/podwarmpool";
+import { buildStandby } from "../manifests/standby";
+import type { Owner, TemplateRef } from "../manifests/types";
+import type { BoxAction } from "./box-types";
+
+/** One standby of a pool, grouped from its Pod and PVCs by volume key. */
+export type ObservedStandby = {
+  name: string;
+  templateHash?: string;
+  pod?: { name: string; phase?: string; ready: boolean; podIP?: string; deleting: boolean };
+  pvcs: { name: string; role: "rootfs" | "workspace"; deleting: boolean }[];
+};
+
+/** What one reconcile of a PodWarmPool looks at. */
+export type PoolObservation = {
+  pool: {
+    name: string;
+    namespace: string;
+    uid: string;
+    generation: number;
+    spec: PodWarmPoolSpec;
+    status: PodWarmPoolStatus;
+  };
+  /** undefined: the template does not exist. */
+  template?: TemplateRef;
+  templateHash?: string;
+  standbys: ObservedStandby[];
+  /** Names to give new standbys, as many as could be needed (the shell makes them unique). */
+  freshNames: string[];
+  now: string;
+};
+
+export type PoolPlan = { actions: BoxAction[]; status: PodWarmPoolStatus };
+
+/** How many standbys beyond `replicas` may exist while stale ones are replaced. */
+export const MAX_SURGE = 1;
+
+const isReady = (s: ObservedStandby) =>
+  Boolean(s.pod && !s.pod.deleting && s.pod.ready && s.pod.podIP && s.pod.phase === "Running");
+const isLive = (s: ObservedStandby) => !s.pod?.deleting && s.pvcs.every(p => !p.deleting);
+
+/**
+ * Decides what a warm pool needs: standbys created up to `spec.replicas`, excess ones removed
+ * (unready first), stale ones (another template hash) replaced one at a time, a new one first, so
+ * that the pool never empties at once; a standby that lost its Pod gets a new one. Pure.
+ */
+export function decidePool(o: PoolObservation): PoolPlan {
+  const { pool } = o;
+  const desired = pool.spec.replicas;
+  const actions: BoxAction[] = [];
+  const live = o.standbys.filter(isLive);
+  const current = live.filter(
+    s => o.templateHash !== undefined && s.templateHash === o.templateHash,
+  );
+  const stale = live.filter(s => !current.includes(s));
+  const removed = new Set<ObservedStandby>();
+  const remove = (s: ObservedStandby) => {
+    removed.add(s);
+    if (s.pod && !s.pod.deleting) actions.push({ type: "deletePod", name: s.pod.name });
+    for (const p of s.pvcs) if (!p.deleting) actions.push({ type: "deletePVC", name: p.name });
+  };
+
+  // A standby with a Pod that ended, or missing a volume, is removed and made again.
+  for (const s of live) {
+    const ended = s.pod?.phase === "Failed" || s.pod?.phase === "Succeeded";
+    const broken = s.pvcs.length < 2;
+    if (ended || broken) remove(s);
+  }
+
+  let ready = live.filter(s => !removed.has(s) && isReady(s)).length;
+  // Stale standbys: unready ones go at once, ready ones only while enough others are ready.
+  for (const s of [...stale].sort(byReadiness)) {
+    if (removed.has(s)) continue;
+    if (!isReady(s)) remove(s);
+    else if (ready - 1 >= desired) {
+      remove(s);
+      ready--;
+    }
+  }
+
+  const keptCurrent = current.filter(s => !removed.has(s));
+  // Scale down: the excess of current standbys, unready first.
+  const excess = keptCurrent.length - desired;
+  if (excess > 0) [...keptCurrent].sort(byReadiness).slice(0, excess).forEach(remove);
+
+  // A current standby whose Pod is gone (volumes intact) gets its Pod back.
+  if (o.template) {
+    for (const s of keptCurrent.filter(s => !removed.has(s) && !s.pod)) {
+      actions.push({ type: "createPod", pod: standby(o, s.name).pod });
+    }
+  }
+
+  // Scale up, within the surge while stale standbys remain.
+  const remaining = live.filter(s => !removed.has(s)).length;
+  const staleLeft = stale.filter(s => !removed.has(s)).length;
+  const allowed = desired + (staleLeft > 0 ? MAX_SURGE : 0);
+  const want = Math.max(
+    0,
+    Math.min(desired - keptCurrent.filter(s => !removed.has(s)).length, allowed - remaining),
+  );
+  if (o.template && o.templateHash) {
+    for (const name of o.freshNames.slice(0, want)) {
+      const built = standby(o, name);
+      actions.push(
+        { type: "createPVC", pvc: built.workspace },
+        { type: "createPVC", pvc: built.rootfs },
+        { type: "createPod", pod: built.pod },
+      );
+    }
+  }
+
+  return { actions, status: poolStatus(o, live.length - removed.size, ready) };
+}
+
+/** The controller ownerReference of a pool's standbys. */
+export function poolOwner(o: PoolObservation): Owner {
+  return {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    name: o.pool.name,
+    uid: o.pool.uid,
+    controller: true,
+    blockOwnerDeletion: true,
+  };
+}
+
+function standby(o: PoolObservation, name: string) {
+  return buildStandby({
+    namespace: o.pool.namespace,
+    pool: o.pool.name,
+    name,
+    template: o.template!,
+    templateHash: o.templateHash!,
+    owner: poolOwner(o),
+  });
+}
+
+/** Unready before ready, then by name: what a scale-down or a replacement removes first. */
+function byReadiness(a: ObservedStandby, b: ObservedStandby): number {
+  return Number(isReady(a)) - Number(isReady(b)) || a.name.localeCompare(b.name);
+}
+
+function poolStatus(o: PoolObservation, replicas: number, ready: number): PodWarmPoolStatus {
+  const desired = o.pool.spec.replicas;
+  const prev = o.pool.status ?? {};
+  const ok = Boolean(o.template) && ready >= desired;
+  const reason = !o.template ? "TemplateNotFound" : ok ? "PoolReady" : "Replenishing";
+  const message = !o.template
+    ? `PodTemplate ${o.pool.spec.templateRef} not found`
+    : `${ready}/${desired} standbys ready`;
+  const before = prev.conditions?.find(c => c.type === "Ready");
+  const condition: Condition = {
+    type: "Ready",
+    status: ok ? "True" : "False",
+    observedGeneration: o.pool.generation,
+    lastTransitionTime:
+      before && before.status === (ok ? "True" : "False") ? before.lastTransitionTime : o.now,
+    reason,
+    message,
+  };
+  return {
+    replicas: Math.max(0, replicas),
+    readyReplicas: ready,
+    observedGeneration: o.pool.generation,
+    ...(o.templateHash ? { templateHash: o.templateHash } : {}),
+    conditions: [condition],
+  };
+}

@@ -1,0 +1,84 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import { LABEL_POOL, LABEL_TEMPLATE_HASH } from "../manifests/labels";
+
+/** A ready standby as the claim path needs it. */
+export type Standby = {
+  namespace: string;
+  pool: string;
+  name: string;
+  resourceVersion: string;
+  podIP: string;
+  templateHash?: string;
+  rootfsPVCName: string;
+  workspacePVCName: string;
+};
+
+const poolKey = (namespace: string, pool: string) => `${namespace}/${pool}`;
+
+/**
+ * The ready standbys of every pool, kept from the watch on pool Pods, so that a claim picks one
+ * without a read. It is only a hint: the claim's conditional write (resourceVersion precondition)
+ * is what the API server arbitrates, and a standby taken here is reserved until its next watch
+ * event, so that two claims in this process never try the same one.
+ */
+export class StandbyIndex {
+  readonly #pools = new Map<string, Map<string, Standby>>();
+  readonly #reserved = new Set<string>();
+
+  /** Records a watch event of a pool Pod (added, modified or deleted). */
+  observe(pod: V1Pod, deleted = false): void {
+    const meta = pod.metadata ?? {};
+    const ns = meta.namespace ?? "";
+    const name = meta.name ?? "";
+    const pool = meta.labels?.[LABEL_POOL];
+    // An event clears a reservation: the claim either won (the Pod left the pool) or lost.
+    this.#reserved.delete(`${ns}/${name}`);
+    for (const members of this.#pools.values()) members.delete(name + "@" + ns);
+    if (deleted || !pool || meta.deletionTimestamp) return;
+    const ready =
+      pod.status?.phase === "Running" &&
+      Boolean(pod.status.podIP) &&
+      (pod.status.conditions ?? []).some(c => c.type === "Ready" && c.status === "True");
+    if (!ready) return;
+    const claim = (v: string) =>
+      pod.spec?.volumes?.find(x => x.name === v)?.persistentVolumeClaim?.claimName ?? "";
+    const members = this.#pools.get(poolKey(ns, pool)) ?? new Map<string, Standby>();
+    members.set(name + "@" + ns, {
+      namespace: ns,
+      pool,
+      name,
+      resourceVersion: meta.resourceVersion ?? "",
+      podIP: pod.status!.podIP!,
+      templateHash: meta.labels?.[LABEL_TEMPLATE_HASH],
+      rootfsPVCName: claim("rootfs"),
+      workspacePVCName: claim("workspace"),
+    });
+    this.#pools.set(poolKey(ns, pool), members);
+  }
+
+  /** Takes (reserves) a ready standby of the pool with the template hash, if any. */
+  take(namespace: string, pool: string, templateHash?: string): Standby | undefined {
+    const members = this.#pools.get(poolKey(namespace, pool));
+    if (!members) return undefined;
+    for (const [k, s] of members) {
+      if (templateHash !== undefined && s.templateHash !== templateHash) continue;
+      members.delete(k);
+      this.#reserved.add(`${namespace}/${s.name}`);
+      return s;
+    }
+    return undefined;
+  }
+
+  /** Ready standbys of a pool not reserved by a claim. */
+  ready(namespace: string, pool: string): number {
+    return this.#pools.get(poolKey(namespace, pool))?.size ?? 0;
+  }
+
+  /** Ready standbys per pool, for the metrics. */
+  counts(): { namespace: string; pool: string; ready: number }[] {
+    return [...this.#pools.entries()].map(([k, m]) => {
+      const [namespace, pool] = k.split("/");
+      return { namespace, pool, ready: m.size };
+    });
+  }
+}

@@ -1,0 +1,52 @@
+import { Kube, Obj, paths } from "./kube";
+
+/** A PodTemplate that runs anywhere: no VM runtime, Filesystem volumes. */
+export const TEMPLATE = { image: "py:3", runtimeClassName: "", volumeMode: "Filesystem" };
+
+export function podTemplate(name: string, spec: object = TEMPLATE) {
+  return { apiVersion: "pod.cubeplex.ai/v1alpha1", kind: "PodTemplate", metadata: { name }, spec };
+}
+
+export function podBox(name: string, spec: object) {
+  return { apiVersion: "pod.cubeplex.ai/v1alpha1", kind: "PodBox", metadata: { name }, spec };
+}
+
+/** Helpers bound to one namespace. */
+export function inNamespace(kube: Kube, ns: string) {
+  const box = (name: string) => paths.podboxes(ns, name);
+  return {
+    createBox: (name: string, spec: object) =>
+      kube.mustCreate(paths.podboxes(ns), podBox(name, spec)),
+    patchBox: (name: string, spec: object) => kube.mergePatch(box(name), { spec }),
+    /** Waits until the box's status says `phase` (and, when given, `reason`) for its current generation. */
+    waitPhase: (name: string, phase: string, reason?: string, timeoutMs?: number) =>
+      kube.waitFor(
+        box(name),
+        o =>
+          o?.status?.phase === phase &&
+          (reason === undefined || o.status.reason === reason) &&
+          o.status.observedGeneration === o.metadata.generation,
+        timeoutMs,
+      ) as Promise<Obj>,
+    waitGone: (path: string, timeoutMs?: number) =>
+      kube.waitFor(path, o => o === undefined, timeoutMs),
+    /** The Pods and PVCs of a box (by its label) in the API server. */
+    podsOf: (name: string) => kube.names(paths.pods(ns), `pod.cubeplex.ai/box=${name}`),
+    pvcsOf: (key: string) => kube.names(paths.pvcs(ns), `pod.cubeplex.ai/volume-key=${key}`),
+    /** Waits until the PVCs of a volume key are exactly `names` (deletions finish asynchronously). */
+    waitPVCs: async (key: string, names: string[]) => {
+      for (let i = 0; i < 100; i++) {
+        const now = await kube.names(paths.pvcs(ns), `pod.cubeplex.ai/volume-key=${key}`);
+        if (JSON.stringify(now) === JSON.stringify([...names].sort())) return;
+        await new Promise(r => setTimeout(r, 200));
+      }
+      throw new Error(`PVCs of ${key} never became ${names.join(", ")}`);
+    },
+    events: async (name: string) => {
+      const r = await kube.get(
+        `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`,
+      );
+      return (r.body.items as Obj[]).map(e => e.reason as string);
+    },
+  };
+}
