@@ -1,17 +1,22 @@
 import { a, Capability } from "pepr";
 import { CubePodTemplate, PodBox, PodWarmPool } from "./api/kinds";
+import { startRuntime } from "./reconcilers/runtime";
 import { injectSandboxPod } from "./admission/inject-pod";
 import {
   validateBoxRequest,
   validateTemplateRequest,
   validateWarmPoolRequest,
 } from "./admission/validate";
-import { LABEL_BOX, LABEL_TEMPLATE } from "./manifests/labels";
+import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE } from "./manifests/labels";
 import {
   onBoxChange,
   onBoxFinalize,
+  onPoolChange,
   onSandboxPod,
+  onStandbyPod,
+  onStandbyPodGone,
   onTemplateChange,
+  runReaper,
 } from "./reconcilers/box-triggers";
 
 /** The CubePod capability: admission for sandbox Pods and the three CubePod kinds. */
@@ -20,7 +25,10 @@ export const CubePod = new Capability({
   description: "Runs AI-agent sandboxes: PodTemplate, PodWarmPool and PodBox.",
 });
 
-const { When } = CubePod;
+const { When, OnSchedule } = CubePod;
+
+// The watcher's own PodBox watch (box cache, /healthz) and the metrics server on :8081.
+startRuntime();
 
 // A Pod labelled with a PodTemplate gets podd-installer, the egress sidecar and mTLS injected.
 When(a.Pod).IsCreated().WithLabel(LABEL_TEMPLATE).Mutate(injectSandboxPod);
@@ -48,3 +56,20 @@ When(CubePodTemplate).IsCreatedOrUpdated().Watch(onTemplateChange);
 
 // A deleted PodTemplate is reported by the boxes that use it.
 When(CubePodTemplate).IsDeleted().Watch(onTemplateChange);
+
+// A PodWarmPool keeps spec.replicas standbys of its template, replacing stale ones gradually.
+When(PodWarmPool).IsCreatedOrUpdated().Reconcile(onPoolChange);
+
+// Standby Pods feed the in-memory index of ready standbys that claims pick from.
+When(a.Pod).IsCreatedOrUpdated().WithLabel(LABEL_POOL).Watch(onStandbyPod);
+
+// A standby Pod that is deleted or claimed leaves the index; its pool replenishes.
+When(a.Pod).IsDeleted().WithLabel(LABEL_POOL).Watch(onStandbyPodGone);
+
+// The reaper: idle unleased boxes are paused, expired paused ones terminated.
+OnSchedule({
+  name: "cubepod-reaper",
+  every: Number(process.env.CUBEPOD_REAPER_INTERVAL_SECONDS ?? 10),
+  unit: "seconds",
+  run: runReaper,
+});

@@ -1,6 +1,7 @@
 /**
  * Post-processes `pepr build` output:
  *  - every webhook in dist/pepr-module-<uuid>.yaml gets the sandbox-Pods-only match condition;
+ *  - the watcher exposes the operator's /metrics and /healthz on :8081 (port, probe, Service);
  *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
  *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
  *    which corrupts the CA whenever its base64 contains one of them.
@@ -14,6 +15,7 @@ import {
   hardenWebhookConfiguration,
   isWebhookConfiguration,
 } from "../capabilities/admission/webhook-policy";
+import { exposeMetrics } from "./metrics-exposure";
 
 const dist = join(__dirname, "..", "dist");
 const uuid = cfg.pepr.uuid;
@@ -25,7 +27,8 @@ if (!existsSync(moduleYaml)) {
 }
 
 const docs = parseAllDocuments(readFileSync(moduleYaml, "utf8")).map(d => d.toJS());
-const out = docs.map(d => (isWebhookConfiguration(d) ? hardenWebhookConfiguration(d) : d));
+const hardened = docs.map(d => (isWebhookConfiguration(d) ? hardenWebhookConfiguration(d) : d));
+const out = exposeMetrics(hardened, `${name}-watcher`);
 writeFileSync(moduleYaml, out.map(d => stringify(d, { lineWidth: 0 })).join("---\n"));
 
 const chartTemplates = join(dist, `${uuid}-chart`, "templates");
@@ -34,7 +37,7 @@ const files: Record<string, string> = {
   ValidatingWebhookConfiguration: "validation-webhook.yaml",
 };
 for (const d of out.filter(isWebhookConfiguration)) {
-  const path = join(chartTemplates, files[d.kind]);
+  const path = join(chartTemplates, files[d.kind as string]);
   if (!existsSync(path)) continue;
   writeFileSync(path, helmTemplate(stringify(d, { lineWidth: 0 })));
 }

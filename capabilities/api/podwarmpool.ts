@@ -16,6 +16,8 @@ export const podWarmPoolSpecSchema = z.object({
 export const podWarmPoolStatusSchema = z.object({
   replicas: z.int().min(0).optional(),
   readyReplicas: z.int().min(0).optional(),
+  /** Standbys built from the template as it is now (the others are stale and being replaced). */
+  updatedReplicas: z.int().min(0).optional(),
   observedGeneration: z.int().min(0).optional(),
   templateHash: z.string().optional(),
   conditions: z.array(conditionSchema).optional(),
@@ -36,6 +38,7 @@ export const podWarmPoolDescriptor: KindDescriptor = {
     { name: "Template", type: "string", jsonPath: ".spec.templateRef" },
     { name: "Ready", type: "integer", jsonPath: ".status.readyReplicas" },
     { name: "Desired", type: "integer", jsonPath: ".spec.replicas" },
+    { name: "Up-to-date", type: "integer", jsonPath: ".status.updatedReplicas", priority: 1 },
     { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
   ],
 };

@@ -1,5 +1,11 @@
 import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
-import { LABEL_BOX, LABEL_MANAGED_BY, LABEL_TEMPLATE, MANAGED_BY } from "./labels";
+import {
+  LABEL_BOX,
+  LABEL_MANAGED_BY,
+  LABEL_TEMPLATE,
+  LABEL_VOLUME_KEY,
+  MANAGED_BY,
+} from "./labels";
 import { Owner, TemplateRef } from "./types";
 
 /** Paths inside the sandbox container: fixed by podd-init. */
@@ -18,6 +24,8 @@ export type BoxPodInput = {
   namespace: string;
   podName: string;
   boxName: string;
+  /** The volume key of its PVCs (defaults to boxName), as a label. */
+  volumeKey?: string;
   template: TemplateRef;
   rootfsPVCName: string;
   workspacePVCName: string;
@@ -80,6 +88,7 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
         [LABEL_MANAGED_BY]: MANAGED_BY,
         [LABEL_BOX]: input.boxName,
         [LABEL_TEMPLATE]: input.template.name,
+        [LABEL_VOLUME_KEY]: input.volumeKey ?? input.boxName,
       },
       ...(input.owner ? { ownerReferences: [input.owner] } : {}),
     },

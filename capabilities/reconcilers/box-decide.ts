@@ -4,6 +4,7 @@ import { buildBoxPod } from "../manifests/pod";
 import { buildBoxPVCs } from "../manifests/pvcs";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
 import type { Owner } from "../manifests/types";
+import { effectiveState } from "./activity";
 import type { BoxAction, BoxEvent, BoxObservation, BoxPlan, ObservedPod } from "./box-types";
 
 /** How long to wait before looking again at something no watch reports (a template, a parent). */
@@ -32,6 +33,7 @@ type Outcome = {
   rootfsPVCName?: string;
   workspacePVCName?: string;
   rootfsGeneration?: number;
+  lastActivityAt?: string;
 };
 
 /**
@@ -41,10 +43,53 @@ type Outcome = {
  * status, so replayed events and the operator's own status writes change nothing.
  */
 export function decideBox(o: BoxObservation): BoxPlan {
-  if (o.box.deleting || o.box.spec.desiredState === "Terminated") return teardown(o);
-  if (o.box.spec.desiredState === "Paused") return pause(o);
+  if (o.box.deleting) return teardown(o, "Deleting");
+  const effective = effectiveState(activityOf(o), Date.parse(o.now));
+  if (effective.desired === "Terminated") {
+    return teardown(o, effective.reason === "LeaseExpired" ? "LeaseExpired" : "Terminated");
+  }
+  if (effective.desired === "Paused") {
+    return pause(o, effective.reason === "IdlePaused" ? "IdlePaused" : "Paused");
+  }
   return run(o);
 }
+
+/** A resume the user asked for (spec back to Running after their own pause) counts as activity. */
+const userResume = (o: BoxObservation) =>
+  o.box.status?.phase === "Paused" &&
+  o.box.status.reason === "Paused" &&
+  o.box.spec.desiredState === "Running";
+
+function activityOf(o: BoxObservation) {
+  const status = o.box.status ?? {};
+  return {
+    spec: o.box.spec,
+    status: userResume(o) ? { ...status, lastActivityAt: o.now } : status,
+    lastActivityAnnotation: o.box.lastActivityAnnotation,
+  };
+}
+
+/**
+ * The volume key a box's PVCs are named after: the one it re-attaches, else the one of the PVCs it
+ * owns or its Pod mounts (a claimed standby's), else its own name.
+ */
+export function volumeKeyOf(o: BoxObservation): string {
+  return (
+    o.box.spec.volumeKey ??
+    o.pvcs.find(p => p.owner === "this" && p.role === "workspace" && p.volumeKey)?.volumeKey ??
+    o.pods.find(p => !p.deleting && p.volumeKey)?.volumeKey ??
+    o.box.name
+  );
+}
+
+/** PVCs of the box's volume key that belong to it, or to the pool it claimed them from. */
+function boxVolumes(o: BoxObservation, key: string) {
+  const pvcs = o.pvcs.filter(p => !p.volumeKey || p.volumeKey === key);
+  const claimedFromPool = (p: ObservedPVCLike) =>
+    p.owner === "pool" && key !== o.box.name && o.pods.some(pod => pod.volumeKey === key);
+  return { pvcs, claimedFromPool };
+}
+type ObservedPVCLike = BoxObservation["pvcs"][number];
 
 /** The controller ownerReference that ties a Pod or PVC to its box. */
 export function boxOwner(o: BoxObservation): Owner {
@@ -62,11 +107,12 @@ function run(o: BoxObservation): BoxPlan {
   const { box } = o;
   const spec = box.spec;
   const prev = box.status ?? {};
-  const key = spec.volumeKey ?? box.name;
+  const key = volumeKeyOf(o);
+  const { pvcs, claimedFromPool } = boxVolumes(o, key);
   const actions: BoxAction[] = [];
 
   // Generations: the one the box runs (or, re-attaching, the newest kept), and the one it wants.
-  const keptGens = o.pvcs.filter(p => p.role === "rootfs" && !p.deleting && p.generation);
+  const keptGens = pvcs.filter(p => p.role === "rootfs" && !p.deleting && p.generation);
   const current =
     prev.rootfsGeneration ??
     (keptGens.length > 0 ? Math.max(...keptGens.map(p => p.generation!)) : undefined);
@@ -84,7 +130,7 @@ function run(o: BoxObservation): BoxPlan {
   actions.push(...remove.map(p => ({ type: "deletePod" as const, name: p.name })));
   const podGoing = remove.length > 0 || o.pods.some(p => p.deleting);
 
-  const inUse = o.pvcs.find(p => p.owner === "other");
+  const inUse = pvcs.find(p => p.owner === "other" || (p.owner === "pool" && !claimedFromPool(p)));
   if (inUse) {
     return plan(o, actions, {
       phase: "Failed",
@@ -93,19 +139,19 @@ function run(o: BoxObservation): BoxPlan {
     });
   }
 
-  const workspace = o.pvcs.find(p => p.role === "workspace" && p.name === workspaceName);
-  const rootfs = o.pvcs.find(p => p.role === "rootfs" && p.name === rootfsName);
+  const workspace = pvcs.find(p => p.role === "workspace" && p.name === workspaceName);
+  const rootfs = pvcs.find(p => p.role === "rootfs" && p.name === rootfsName);
 
   // Old rootfs generations go once no Pod uses them (a reset keeps only the new one).
-  for (const old of o.pvcs) {
+  for (const old of pvcs) {
     if (old.role !== "rootfs" || old.name === rootfsName || old.deleting) continue;
     if (!o.pods.some(p => p.rootfsClaim === old.name) && old.owner !== "other") {
       actions.push({ type: "deletePVC", name: old.name });
     }
   }
-  // Re-attached volumes become this box's, so that its volume policy applies to them.
+  // Re-attached volumes, and a claimed standby's, become this box's: its volume policy applies.
   for (const pvc of [workspace, rootfs]) {
-    if (pvc && pvc.owner === "none")
+    if (pvc && (pvc.owner === "none" || pvc.owner === "pool"))
       actions.push({ type: "adoptPVC", name: pvc.name, owner: boxOwner(o) });
   }
 
@@ -188,6 +234,7 @@ function run(o: BoxObservation): BoxPlan {
         namespace: box.namespace,
         podName: box.name,
         boxName: box.name,
+        volumeKey: key,
         template: o.template,
         rootfsPVCName: rootfsName,
         workspacePVCName: workspaceName,
@@ -205,6 +252,7 @@ function run(o: BoxObservation): BoxPlan {
   }
   const failed = livePods.find(p => p.phase === "Failed" || p.phase === "Succeeded");
   return plan(o, actions, {
+    ...(userResume(o) ? { lastActivityAt: o.now } : {}),
     phase: "Pending",
     reason: failed ? "PodFailed" : reason,
     message: failed
@@ -218,14 +266,12 @@ function run(o: BoxObservation): BoxPlan {
   });
 }
 
-function pause(o: BoxObservation): BoxPlan {
+function pause(o: BoxObservation, reason: "Paused" | "IdlePaused"): BoxPlan {
   const prev = o.box.status ?? {};
   const actions: BoxAction[] = o.pods
     .filter(p => !p.deleting)
     .map(p => ({ type: "deletePod" as const, name: p.name }));
   const gone = o.pods.length === 0;
-  // The reaper marks an idle pause itself; any other pause is the user's.
-  const reason: PodBoxReason = prev.reason === "IdlePaused" ? "IdlePaused" : "Paused";
   return plan(o, actions, {
     phase: gone ? "Paused" : "Pending",
     reason,
@@ -236,14 +282,16 @@ function pause(o: BoxObservation): BoxPlan {
   });
 }
 
-function teardown(o: BoxObservation): BoxPlan {
+function teardown(o: BoxObservation, reason: "Deleting" | "Terminated" | "LeaseExpired"): BoxPlan {
   const { box } = o;
   const prev = box.status ?? {};
   const retain = box.spec.volumeReclaimPolicy === "Retain";
   const actions: BoxAction[] = o.pods
     .filter(p => !p.deleting)
     .map(p => ({ type: "deletePod" as const, name: p.name }));
-  const ours = o.pvcs.filter(p => p.owner === "this");
+  const key = volumeKeyOf(o);
+  const { pvcs, claimedFromPool } = boxVolumes(o, key);
+  const ours = pvcs.filter(p => p.owner === "this" || claimedFromPool(p));
   if (!retain) {
     actions.push(
       ...ours.filter(p => !p.deleting).map(p => ({ type: "deletePVC" as const, name: p.name })),
@@ -257,10 +305,10 @@ function teardown(o: BoxObservation): BoxPlan {
   const volumesKept = retain ? " (volumes kept)" : " (volumes deleted)";
   const status: Outcome = {
     phase: podsGone ? "Terminated" : "Pending",
-    reason: box.deleting ? "Deleting" : "Terminated",
-    message: podsGone
-      ? `Pod deleted${volumesKept}`
-      : "terminating: waiting for the Pod to terminate",
+    reason,
+    message:
+      (reason === "LeaseExpired" ? "lease expired: " : "") +
+      (podsGone ? `Pod deleted${volumesKept}` : "terminating: waiting for the Pod to terminate"),
     ...(retain
       ? {
           rootfsPVCName: prev.rootfsPVCName,
@@ -389,7 +437,11 @@ function plan(
     rootfsGeneration: out.rootfsGeneration,
     reason: out.reason,
     message: out.message,
-    lastActivityAt: prev.lastActivityAt,
+    lastActivityAt:
+      out.lastActivityAt ??
+      (out.phase === "Running" && prev.phase !== "Running"
+        ? o.now
+        : latest(prev.lastActivityAt, o.box.lastActivityAnnotation)),
     observedGeneration: o.box.generation,
     conditions: [readyCondition, ...(prev.conditions ?? []).filter(c => c.type !== "Ready")],
   });
@@ -404,6 +456,15 @@ function plan(
         ]
       : [];
   return { actions, status, events, ...(requeueAfterMs ? { requeueAfterMs } : {}) };
+}
+
+/** The later of two RFC 3339 times (an unparsable one is ignored). */
+function latest(a?: string, b?: string): string | undefined {
+  const ta = a ? Date.parse(a) : NaN;
+  const tb = b ? Date.parse(b) : NaN;
+  if (isNaN(tb)) return isNaN(ta) ? undefined : a;
+  if (isNaN(ta)) return b;
+  return tb > ta ? b : a;
 }
 
 function clean<T extends object>(o: T): T {

@@ -8,6 +8,7 @@ import {
   LABEL_VOLUME,
   LABEL_VOLUME_KEY,
 } from "../manifests/labels";
+import { ANNOTATION_LAST_ACTIVITY } from "./activity";
 import type { TemplateRef } from "../manifests/types";
 import type { BoxObservation, ObservedParent, ObservedPod, ObservedPVC } from "./box-types";
 import { PermanentError, statusOf } from "./errors";
@@ -19,7 +20,8 @@ export async function getBox(namespace: string, name: string): Promise<PodBox | 
 
 /**
  * Reads everything one reconcile of a box looks at, straight from the API server: the box, its
- * template, its Pods (by label), the PVCs of its volume key (by label) and, for a fork that has
+ * template, its Pods and PVCs (by its box label; by volume key as well when it re-attaches, or
+ * when its Pod is a claimed standby whose PVCs are not handed over yet) and, for a fork that has
  * not run yet, its parent. Independent reads go out together.
  */
 export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObservation> {
@@ -30,15 +32,29 @@ export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObse
   if (!parsed.success) throw new PermanentError(`stored spec is invalid: ${parsed.error.message}`);
   const spec = parsed.data;
   const status = box.status ?? {};
-  const key = spec.volumeKey ?? name;
   const needParent = Boolean(spec.forkFrom) && status.rootfsGeneration === undefined;
 
-  const [template, pods, pvcs, parent] = await Promise.all([
+  const pvcsWithLabel = (label: string, value: string) =>
+    K8s(kind.PersistentVolumeClaim).InNamespace(namespace).WithLabel(label, value).Get();
+  const [template, pods, pvcs, kept, parent] = await Promise.all([
     getTemplate(namespace, spec.templateRef, spec.warmPoolRef),
     K8s(kind.Pod).InNamespace(namespace).WithLabel(LABEL_BOX, name).Get(),
-    K8s(kind.PersistentVolumeClaim).InNamespace(namespace).WithLabel(LABEL_VOLUME_KEY, key).Get(),
+    pvcsWithLabel(LABEL_BOX, name),
+    spec.volumeKey ? pvcsWithLabel(LABEL_VOLUME_KEY, spec.volumeKey) : undefined,
     needParent ? getParent(namespace, spec.forkFrom!) : Promise.resolve(undefined),
   ]);
+  const all = new Map(pvcs.items.concat(kept?.items ?? []).map(p => [p.metadata!.name!, p]));
+  // A claimed standby's Pod whose PVCs still carry the pool's labels.
+  const podKeys = new Set(pods.items.map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]));
+  for (const k of podKeys) {
+    if (
+      !k ||
+      k === spec.volumeKey ||
+      [...all.values()].some(p => p.metadata?.labels?.[LABEL_VOLUME_KEY] === k)
+    )
+      continue;
+    for (const p of (await pvcsWithLabel(LABEL_VOLUME_KEY, k)).items) all.set(p.metadata!.name!, p);
+  }
 
   return {
     box: {
@@ -49,10 +65,11 @@ export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObse
       spec,
       status,
       deleting: Boolean(box.metadata?.deletionTimestamp),
+      lastActivityAnnotation: box.metadata?.annotations?.[ANNOTATION_LAST_ACTIVITY],
     },
     template,
     pods: pods.items.map(toPod),
-    pvcs: pvcs.items.flatMap(p => toPVC(p, uid)),
+    pvcs: [...all.values()].flatMap(p => toPVC(p, uid)),
     parent,
     now: now.toISOString().replace(/\.\d+Z$/, "Z"),
   };
@@ -98,6 +115,7 @@ function toPod(p: kind.Pod): ObservedPod {
     deleting: Boolean(p.metadata?.deletionTimestamp),
     rootfsClaim: vol("rootfs"),
     workspaceClaim: vol("workspace"),
+    volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
   };
 }
 
@@ -112,7 +130,14 @@ function toPVC(p: kind.PersistentVolumeClaim, boxUid: string): ObservedPVC[] {
       role,
       generation: role === "rootfs" && gen > 0 ? gen : undefined,
       deleting: Boolean(p.metadata?.deletionTimestamp),
-      owner: !controller ? "none" : controller.uid === boxUid ? "this" : "other",
+      volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
+      owner: !controller
+        ? "none"
+        : controller.uid === boxUid
+          ? "this"
+          : controller.kind === "PodWarmPool"
+            ? "pool"
+            : "other",
     },
   ];
 }

@@ -1,41 +1,69 @@
 import { Log } from "pepr";
 import type { PodBox } from "../api/kinds";
+import {
+  claimDuration,
+  countTransition,
+  reconcileDuration,
+  reconcileErrors,
+} from "../metrics/registry";
 import { decideBox } from "./box-decide";
 import { applyAction, recordEvent, removeFinalizer, writeStatus } from "./box-apply";
+import { claimedStatus, claimStandby, handOverVolumes, mayClaim } from "./claim";
 import { describeError, PermanentError } from "./errors";
 import { getBox, observeBox } from "./box-observe";
+import { poolHashes, poolQueue, REPLENISH_DELAY_MS } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
+import { StandbyIndex } from "./standby-index";
 
 /** `namespace/name` of a box. */
 export const boxKey = (namespace: string, name: string) => `${namespace}/${name}`;
 
 /** resourceVersions this reconciler wrote itself: their watch events need no reconcile. */
 const ownWrites = new Map<string, string>();
+/** New boxes that may claim a standby, as their watch event brought them, and when. */
+const claimHints = new Map<string, { box: PodBox; at: number }>();
+/** The ready standbys of every pool, fed by the watch on pool Pods. */
+export const standbyIndex = new StandbyIndex();
 
 /**
- * One reconcile of a box: observe it in the API server, decide, apply the actions in order (PVCs
- * before the Pod), write the status when it changed, record the transition as an Event, and drop
- * the finalizer once a deletion is cleaned up. Errors a retry cannot fix end in `phase: Failed`;
- * the others are thrown, and the queue retries them with backoff.
+ * One reconcile of a box. A new box of a warm pool first tries to claim a standby (two writes:
+ * the standby Pod, then the box status; no read, the watch event is fresh). Otherwise: observe it
+ * in the API server, decide, apply the actions in order (PVCs before the Pod), write the status
+ * when it changed, record the transition as an Event, and drop the finalizer once a deletion is
+ * cleaned up. Errors a retry cannot fix end in `phase: Failed`; the others are thrown, and the
+ * queue retries them with backoff.
  */
 export async function reconcileBox(key: string): Promise<WorkResult> {
+  const hint = claimHints.get(key);
+  claimHints.delete(key);
+  if (hint && mayClaim(hint.box)) {
+    // Claims jump the queue; one that finds no standby goes back to wait its turn for a cold start.
+    if (await claim(key, hint.box, hint.at)) return;
+    return { requeueAfterMs: 0 };
+  }
+
   const [namespace, name] = key.split("/");
   const box = await getBox(namespace, name);
   if (!box) {
     ownWrites.delete(key);
     return;
   }
+  const end = reconcileDuration.startTimer({ kind: "PodBox" });
   try {
     const observation = await observeBox(box);
     const plan = decideBox(observation);
     for (const action of plan.actions) await applyAction(namespace, name, action);
     const rv = await writeStatus(box, plan.status);
     if (rv) ownWrites.set(key, rv);
-    for (const event of plan.events) await recordEvent(box, event);
+    for (const event of plan.events) {
+      if (rv) countTransition(event.reason, { namespace });
+      await recordEvent(box, event);
+    }
     if (plan.cleanupDone) await removeFinalizer(box);
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   } catch (e) {
     if (!(e instanceof PermanentError)) throw e;
+    reconcileErrors.inc({ kind: "PodBox", permanent: "true" });
     Log.warn({ box: key, error: e.message }, "PodBox failed permanently");
     await writeStatus(box, {
       ...box.status,
@@ -45,7 +73,32 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
       observedGeneration: box.metadata?.generation,
     });
     await recordEvent(box, { type: "Warning", reason: "APIError", message: e.message });
+  } finally {
+    end();
   }
+}
+
+/** The warm claim: true when the box now runs on a standby. */
+async function claim(key: string, box: PodBox, since: number): Promise<boolean> {
+  const namespace = box.metadata!.namespace!;
+  const pool = box.spec!.warmPoolRef!;
+  const poolKey = `${namespace}/${pool}`;
+  const current = poolHashes.get(poolKey);
+  const standby = await claimStandby(box, standbyIndex, current?.hash);
+  if (!standby) return false;
+  const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+  const rv = await writeStatus(box, claimedStatus(box, standby, current?.envdPort ?? 0, now));
+  if (rv) ownWrites.set(key, rv);
+  claimDuration.observe((performance.now() - since) / 1000);
+  countTransition("WarmPoolClaimed", { namespace, pool });
+  poolQueue.addAfter(poolKey, REPLENISH_DELAY_MS);
+  await handOverVolumes(box, standby);
+  await recordEvent(box, {
+    type: "Normal",
+    reason: "WarmPoolClaimed",
+    message: `Running: claimed warm standby ${standby.name} of PodWarmPool ${pool}`,
+  });
+  return true;
 }
 
 /** The queue every event about a box goes through. */
@@ -53,16 +106,23 @@ export const boxQueue = new KeyedQueue(reconcileBox, {
   concurrency: Number(process.env.CUBEPOD_RECONCILE_CONCURRENCY ?? 8),
   baseDelayMs: 200,
   maxDelayMs: 30_000,
-  onError: (key, error, attempt, retryInMs) =>
+  onError: (key, error, attempt, retryInMs) => {
+    reconcileErrors.inc({ kind: "PodBox", permanent: "false" });
     Log.warn(
       { box: key, attempt, retryInMs, error: describeError(error) },
       "PodBox reconcile failed; retrying",
-    ),
+    );
+  },
 });
 
 /** Enqueues the box of a watch event, unless the event is the echo of our own status write. */
 export function enqueueBox(box: PodBox): void {
   const key = boxKey(box.metadata!.namespace!, box.metadata!.name!);
   if (ownWrites.get(key) === box.metadata?.resourceVersion) return;
-  boxQueue.add(key);
+  if (mayClaim(box)) {
+    claimHints.set(key, { box, at: performance.now() });
+    boxQueue.addFirst(key);
+  } else {
+    boxQueue.add(key);
+  }
 }

@@ -11,6 +11,8 @@ export type ObservedPod = {
   deleting: boolean;
   rootfsClaim?: string;
   workspaceClaim?: string;
+  /** Its volume-key label: a claimed standby's Pod names the standby's volumes. */
+  volumeKey?: string;
 };
 
 /** A PVC of the box's volume key. */
@@ -19,8 +21,10 @@ export type ObservedPVC = {
   role: "rootfs" | "workspace";
   generation?: number;
   deleting: boolean;
-  /** Whose controller ownerReference it carries: this box, another object, or none. */
-  owner: "this" | "other" | "none";
+  /** Its volume-key label. */
+  volumeKey?: string;
+  /** Whose controller ownerReference it carries: this box, a warm pool, another object, none. */
+  owner: "this" | "pool" | "other" | "none";
 };
 
 /** The box named by `spec.forkFrom`, reduced to what a fork needs. */
@@ -40,6 +44,8 @@ export type BoxObservation = {
     spec: PodBoxSpec;
     status: PodBoxStatus;
     deleting: boolean;
+    /** The last-activity annotation (see activity.ts). */
+    lastActivityAnnotation?: string;
   };
   /** undefined: the PodTemplate does not exist. */
   template?: TemplateRef;

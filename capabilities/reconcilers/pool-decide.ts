@@ -110,7 +110,8 @@ export function decidePool(o: PoolObservation): PoolPlan {
     }
   }
 
-  return { actions, status: poolStatus(o, live.length - removed.size, ready) };
+  const updated = keptCurrent.filter(s => !removed.has(s)).length;
+  return { actions, status: poolStatus(o, live.length - removed.size, ready, updated) };
 }
 
 /** The controller ownerReference of a pool's standbys. */
@@ -141,7 +142,12 @@ function byReadiness(a: ObservedStandby, b: ObservedStandby): number {
   return Number(isReady(a)) - Number(isReady(b)) || a.name.localeCompare(b.name);
 }
 
-function poolStatus(o: PoolObservation, replicas: number, ready: number): PodWarmPoolStatus {
+function poolStatus(
+  o: PoolObservation,
+  replicas: number,
+  ready: number,
+  updated: number,
+): PodWarmPoolStatus {
   const desired = o.pool.spec.replicas;
   const prev = o.pool.status ?? {};
   const ok = Boolean(o.template) && ready >= desired;
@@ -162,6 +168,7 @@ function poolStatus(o: PoolObservation, replicas: number, ready: number): PodWar
   return {
     replicas: Math.max(0, replicas),
     readyReplicas: ready,
+    updatedReplicas: updated,
     observedGeneration: o.pool.generation,
     ...(o.templateHash ? { templateHash: o.templateHash } : {}),
     conditions: [condition],

@@ -36,14 +36,27 @@ export class KeyedQueue {
 
   /** Asks for a run of `key` as soon as possible. */
   add(key: string): void {
+    this.#enqueue(key, false);
+  }
+
+  /** Like {@link add}, but ahead of every waiting key (a warm claim must not wait behind cold starts). */
+  addFirst(key: string): void {
+    this.#enqueue(key, true);
+  }
+
+  #enqueue(key: string, first: boolean): void {
     if (this.#running.has(key)) {
       this.#dirty.add(key);
       return;
     }
-    if (this.#queued.has(key)) return;
+    if (this.#queued.has(key)) {
+      if (!first) return;
+      this.#waiting.splice(this.#waiting.indexOf(key), 1);
+    }
     this.#clearTimer(key);
     this.#queued.add(key);
-    this.#waiting.push(key);
+    if (first) this.#waiting.unshift(key);
+    else this.#waiting.push(key);
     this.#pump();
   }
 

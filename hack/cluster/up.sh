@@ -29,7 +29,9 @@ start kube-apiserver "$CUBEPOD_BIN/kube-apiserver" \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
   --service-cluster-ip-range 127.96.0.0/16 --allow-privileged=true \
   --disable-admission-plugins ServiceAccount,TaintNodesByCondition --endpoint-reconciler-type none \
-  --max-requests-inflight 1000 --max-mutating-requests-inflight 500
+  --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
+  --audit-policy-file "$here/manifests/audit-policy.yaml" --audit-log-path "$LOGS/audit.log" \
+  --audit-log-maxsize 200 --audit-log-maxbackup 1
 wait_for kube-apiserver 120 kubectl get --raw /readyz || die "kube-apiserver did not become ready: see $LOGS/kube-apiserver.log"
 
 start kube-controller-manager "$CUBEPOD_BIN/kube-controller-manager" \

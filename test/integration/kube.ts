@@ -90,6 +90,54 @@ export class Kube {
   }
 
   /**
+   * Follows a watch on a collection path (query parameters allowed), calling `onEvent` for every
+   * event until the returned function is called. Starts from now (resourceVersion of a list).
+   */
+  watchCollection(
+    path: string,
+    onEvent: (type: string, o: Obj) => void,
+    fromResourceVersion?: string,
+  ): () => void {
+    let req: ReturnType<typeof httpsRequest> | undefined;
+    let stopped = false;
+    const start = async () => {
+      const rv = fromResourceVersion ?? (await this.get(path)).body.metadata?.resourceVersion;
+      if (stopped) return;
+      const sep = path.includes("?") ? "&" : "?";
+      let buffer = "";
+      req = httpsRequest(
+        {
+          host: this.server.hostname,
+          port: this.server.port,
+          path: `${path}${sep}watch=1&resourceVersion=${rv}&timeoutSeconds=600`,
+          method: "GET",
+          agent: this.agent,
+        },
+        res => {
+          res.on("data", chunk => {
+            buffer += chunk.toString();
+            let nl: number;
+            while ((nl = buffer.indexOf("\n")) >= 0) {
+              const line = buffer.slice(0, nl);
+              buffer = buffer.slice(nl + 1);
+              if (!line.trim()) continue;
+              const ev = JSON.parse(line) as { type: string; object: Obj };
+              if (!stopped) onEvent(ev.type, ev.object);
+            }
+          });
+        },
+      );
+      req.on("error", () => undefined);
+      req.end();
+    };
+    void start();
+    return () => {
+      stopped = true;
+      req?.destroy();
+    };
+  }
+
+  /**
    * Resolves with the object at `path` (a single object's path) once `predicate` holds for it,
    * reading it once and then following a watch from that resourceVersion. Rejects after
    * `timeoutMs` with the last state seen, so a failing test says where the object got stuck.
@@ -110,47 +158,27 @@ export class Kube {
         ? first.body.metadata.resourceVersion
         : (await this.get(collection)).body.metadata.resourceVersion;
     return new Promise((resolve, reject) => {
-      const query = `?watch=1&allowWatchBookmarks=false&resourceVersion=${rv}&fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}&timeoutSeconds=${Math.ceil(timeoutMs / 1000)}`;
-      let buffer = "";
+      const query = `${collection}?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`;
+      const stop = this.watchCollection(
+        query,
+        (type, o) => {
+          last = type === "DELETED" ? undefined : o;
+          if (predicate(last)) {
+            clearTimeout(timer);
+            stop();
+            resolve(last);
+          }
+        },
+        rv,
+      );
       const timer = setTimeout(() => {
-        req.destroy();
+        stop();
         reject(
           new Error(
             `timed out waiting on ${path}; last seen: ${JSON.stringify(last?.status ?? last ?? "absent")}`,
           ),
         );
       }, timeoutMs);
-      const req = httpsRequest(
-        {
-          host: this.server.hostname,
-          port: this.server.port,
-          path: collection + query,
-          method: "GET",
-          agent: this.agent,
-        },
-        res => {
-          res.on("data", chunk => {
-            buffer += chunk.toString();
-            let nl: number;
-            while ((nl = buffer.indexOf("\n")) >= 0) {
-              const line = buffer.slice(0, nl);
-              buffer = buffer.slice(nl + 1);
-              if (!line.trim()) continue;
-              const ev = JSON.parse(line) as { type: string; object: Obj };
-              last = ev.type === "DELETED" ? undefined : ev.object;
-              if (predicate(last)) {
-                clearTimeout(timer);
-                req.destroy();
-                resolve(last);
-              }
-            }
-          });
-        },
-      );
-      req.on("error", e => {
-        if (!req.destroyed) reject(e);
-      });
-      req.end();
     });
   }
 

@@ -14,6 +14,7 @@ function obs(over: {
   spec?: Record<string, unknown>;
   status?: PodBoxStatus;
   deleting?: boolean;
+  activity?: string;
   template?: BoxObservation["template"] | null;
   pods?: ObservedPod[];
   pvcs?: ObservedPVC[];
@@ -28,6 +29,7 @@ function obs(over: {
       spec: podBoxSpecSchema.parse({ templateRef: "python", ...over.spec }),
       status: over.status ?? {},
       deleting: over.deleting ?? false,
+      lastActivityAnnotation: over.activity,
     },
     template: over.template === null ? undefined : (over.template ?? template()),
     pods: over.pods ?? [],
@@ -444,17 +446,6 @@ describe("decideBox: Paused and resume", () => {
     expect(again).toEqual({ actions: [], status: p.status, events: [] });
   });
 
-  it("keeps the reaper's IdlePaused reason", () => {
-    const p = decideBox(
-      obs({
-        spec: { desiredState: "Paused" },
-        status: { ...running(), reason: "IdlePaused" },
-        pvcs: VOLUMES,
-      }),
-    );
-    expect(p.status.reason).toBe("IdlePaused");
-  });
-
   it("resumes on the same PVCs", () => {
     const paused = decideBox(
       obs({ spec: { desiredState: "Paused" }, status: running(), pvcs: VOLUMES }),
@@ -548,5 +539,137 @@ describe("decideBox: Terminated and deletion", () => {
         decideBox(obs({ deleting: true, spec: { desiredState }, pods: [pod()] })).status.reason,
       ).toBe("Deleting");
     }
+  });
+});
+
+describe("decideBox: idle pause, activity and leases", () => {
+  const idleSpec = { idleTimeoutSeconds: 600 };
+  const since = (seconds: number) => new Date(Date.parse(NOW) - seconds * 1000).toISOString();
+  const runningSince = (seconds: number) => ({ ...running(), lastActivityAt: since(seconds) });
+
+  it("records the start of a run as activity", () => {
+    expect(running().lastActivityAt).toBe(NOW);
+  });
+
+  it("pauses a box idle past its timeout (IdlePaused), leaving the spec alone", () => {
+    const p = decideBox(
+      obs({ spec: idleSpec, status: runningSince(601), pvcs: VOLUMES, pods: [pod()] }),
+    );
+    expect(types(p)).toEqual(["deletePod box"]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "IdlePaused" });
+    const paused = decideBox(obs({ spec: idleSpec, status: p.status, pvcs: VOLUMES }));
+    expect(paused.status).toMatchObject({ phase: "Paused", reason: "IdlePaused" });
+  });
+
+  it("keeps a box with recent activity running", () => {
+    const p = decideBox(
+      obs({
+        spec: idleSpec,
+        status: runningSince(601),
+        activity: since(5),
+        pvcs: VOLUMES,
+        pods: [pod()],
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Running", lastActivityAt: since(5) });
+  });
+
+  it("resumes an idle-paused box on new activity", () => {
+    const idle = { ...runningSince(700), phase: "Paused" as const, reason: "IdlePaused" as const };
+    const p = decideBox(obs({ spec: idleSpec, status: idle, activity: since(1), pvcs: VOLUMES }));
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(p.status.reason).toBe("Resumed");
+  });
+
+  it("counts a resume the user asked for as activity, so an old box is not paused at once", () => {
+    const userPaused = {
+      ...runningSince(7200),
+      phase: "Paused" as const,
+      reason: "Paused" as const,
+    };
+    const p = decideBox(obs({ spec: idleSpec, status: userPaused, pvcs: VOLUMES }));
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(p.status).toMatchObject({ reason: "Resumed", lastActivityAt: NOW });
+  });
+
+  it("never pauses a box with a live lease", () => {
+    const spec = { ...idleSpec, leaseExpiresAt: "2026-11-30T11:00:00Z" };
+    expect(
+      decideBox(obs({ spec, status: runningSince(9999), pvcs: VOLUMES, pods: [pod()] })).actions,
+    ).toEqual([]);
+  });
+
+  it("terminates a paused box whose lease expired (LeaseExpired), deleting its volumes", () => {
+    const spec = { desiredState: "Paused", leaseExpiresAt: "2026-11-30T09:59:00Z" };
+    const p = decideBox(
+      obs({ spec, status: { ...running(), phase: "Paused", reason: "Paused" }, pvcs: VOLUMES }),
+    );
+    expect(types(p)).toEqual(["deletePVC box-workspace", "deletePVC box-rootfs-g1"]);
+    expect(p.status).toMatchObject({ phase: "Terminated", reason: "LeaseExpired" });
+    expect(p.status.message).toMatch(/^lease expired: /);
+  });
+});
+
+describe("decideBox: a claimed warm standby", () => {
+  const claimedPVCs = (owner: ObservedPVC["owner"]) => [
+    pvc("pool-x1-workspace", { owner, volumeKey: "pool-x1" }),
+    pvc("pool-x1-rootfs-g1", { owner, volumeKey: "pool-x1" }),
+  ];
+  const claimedPod = pod({
+    name: "pool-x1",
+    rootfsClaim: "pool-x1-rootfs-g1",
+    workspaceClaim: "pool-x1-workspace",
+    volumeKey: "pool-x1",
+  });
+  const claimedStatus: PodBoxStatus = {
+    ...running("WarmPoolClaimed"),
+    podName: "pool-x1",
+    rootfsPVCName: "pool-x1-rootfs-g1",
+    workspacePVCName: "pool-x1-workspace",
+  };
+
+  it("takes over the standby's PVCs still owned by the pool, and changes nothing else", () => {
+    const p = decideBox(
+      obs({
+        spec: { warmPoolRef: "pool" },
+        status: claimedStatus,
+        pvcs: claimedPVCs("pool"),
+        pods: [claimedPod],
+      }),
+    );
+    expect(types(p)).toEqual(["adoptPVC pool-x1-workspace", "adoptPVC pool-x1-rootfs-g1"]);
+    expect(p.status).toMatchObject({
+      phase: "Running",
+      reason: "WarmPoolClaimed",
+      podName: "pool-x1",
+      rootfsPVCName: "pool-x1-rootfs-g1",
+    });
+  });
+
+  it("keeps running on them once they are its own, and resumes on them after a pause", () => {
+    const mine = claimedPVCs("this");
+    expect(
+      decideBox(
+        obs({
+          spec: { warmPoolRef: "pool" },
+          status: claimedStatus,
+          pvcs: mine,
+          pods: [claimedPod],
+        }),
+      ).actions,
+    ).toEqual([]);
+    const paused = { ...claimedStatus, phase: "Paused" as const, reason: "Paused" as const };
+    const p = decideBox(obs({ spec: { warmPoolRef: "pool" }, status: paused, pvcs: mine }));
+    const created = p.actions.find(a => a.type === "createPod");
+    expect(
+      created?.type === "createPod" &&
+        created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName),
+    ).toEqual(["pool-x1-rootfs-g1", "pool-x1-workspace"]);
+  });
+
+  it("refuses pool PVCs its Pod does not mount", () => {
+    const p = decideBox(obs({ pvcs: [pvc("box-workspace", { owner: "pool" })] }));
+    expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
   });
 });

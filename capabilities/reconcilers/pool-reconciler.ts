@@ -1,0 +1,141 @@
+import { randomBytes } from "node:crypto";
+import { K8s, kind, Log } from "pepr";
+import { CubePodTemplate, PodWarmPool } from "../api/kinds";
+import type { PodWarmPoolStatus } from "../api/podwarmpool";
+import { podWarmPoolSpecSchema } from "../api/podwarmpool";
+import { validatePodTemplate } from "../admission/rules";
+import {
+  LABEL_POOL,
+  LABEL_TEMPLATE_HASH,
+  LABEL_VOLUME,
+  LABEL_VOLUME_KEY,
+} from "../manifests/labels";
+import { templateHash } from "../manifests/template-hash";
+import { reconcileDuration, reconcileErrors } from "../metrics/registry";
+import { applyAction, sameJSON } from "./box-apply";
+import { orUndefined } from "./box-observe";
+import { describeError } from "./errors";
+import { decidePool, ObservedStandby, PoolObservation } from "./pool-decide";
+import { KeyedQueue, WorkResult } from "./queue";
+
+/** The current template hash of each pool, for claims to prefer standbys that are not stale. */
+export const poolHashes = new Map<string, { hash: string; envdPort: number }>();
+
+/** Reads a pool, its template and its standbys (Pods and PVCs by the pool label). */
+export async function observePool(pool: PodWarmPool, now = new Date()): Promise<PoolObservation> {
+  const namespace = pool.metadata!.namespace!;
+  const name = pool.metadata!.name!;
+  const spec = podWarmPoolSpecSchema.parse(pool.spec);
+  const [tpl, pods, pvcs] = await Promise.all([
+    orUndefined(K8s(CubePodTemplate).InNamespace(namespace).Get(spec.templateRef)),
+    K8s(kind.Pod).InNamespace(namespace).WithLabel(LABEL_POOL, name).Get(),
+    K8s(kind.PersistentVolumeClaim).InNamespace(namespace).WithLabel(LABEL_POOL, name).Get(),
+  ]);
+  const verdict = tpl ? validatePodTemplate(tpl.spec) : undefined;
+  const template = verdict?.ok ? { name: spec.templateRef, spec: verdict.spec } : undefined;
+
+  const standbys = new Map<string, ObservedStandby>();
+  const entry = (key: string) => {
+    const s = standbys.get(key) ?? { name: key, pvcs: [] };
+    standbys.set(key, s);
+    return s;
+  };
+  for (const p of pvcs.items) {
+    const key = p.metadata?.labels?.[LABEL_VOLUME_KEY];
+    const role = p.metadata?.labels?.[LABEL_VOLUME];
+    if (!key || (role !== "rootfs" && role !== "workspace")) continue;
+    const s = entry(key);
+    s.templateHash ??= p.metadata?.labels?.[LABEL_TEMPLATE_HASH];
+    s.pvcs.push({
+      name: p.metadata!.name!,
+      role,
+      deleting: Boolean(p.metadata?.deletionTimestamp),
+    });
+  }
+  for (const p of pods.items) {
+    const s = entry(p.metadata!.name!);
+    s.templateHash = p.metadata?.labels?.[LABEL_TEMPLATE_HASH] ?? s.templateHash;
+    s.pod = {
+      name: p.metadata!.name!,
+      phase: p.status?.phase,
+      podIP: p.status?.podIP,
+      ready: (p.status?.conditions ?? []).some(c => c.type === "Ready" && c.status === "True"),
+      deleting: Boolean(p.metadata?.deletionTimestamp),
+    };
+  }
+  // PVCs whose Pod left the pool: a box claimed it and will take the PVCs over; not ours now.
+  for (const s of [...standbys.values()].filter(s => !s.pod)) {
+    const claimed = await K8s(kind.Pod)
+      .InNamespace(namespace)
+      .WithLabel(LABEL_VOLUME_KEY, s.name)
+      .Get();
+    if (claimed.items.length > 0) standbys.delete(s.name);
+  }
+
+  const hash = template ? templateHash(template.spec) : undefined;
+  return {
+    pool: {
+      name,
+      namespace,
+      uid: pool.metadata!.uid!,
+      generation: pool.metadata?.generation ?? 0,
+      spec,
+      status: pool.status ?? {},
+    },
+    template,
+    templateHash: hash,
+    standbys: [...standbys.values()],
+    freshNames: Array.from(
+      { length: spec.replicas + 1 },
+      () => `${name}-${randomBytes(3).toString("hex")}`,
+    ),
+    now: now.toISOString().replace(/\.\d+Z$/, "Z"),
+  };
+}
+
+/** One reconcile of a pool: observe, decide, apply, write the status when it changed. */
+export async function reconcilePool(key: string): Promise<WorkResult> {
+  const [namespace, name] = key.split("/");
+  const pool = await orUndefined(K8s(PodWarmPool).InNamespace(namespace).Get(name));
+  if (!pool || pool.metadata?.deletionTimestamp) {
+    poolHashes.delete(key);
+    return;
+  }
+  const end = reconcileDuration.startTimer({ kind: "PodWarmPool" });
+  try {
+    const o = await observePool(pool);
+    if (o.templateHash && o.template) {
+      poolHashes.set(key, { hash: o.templateHash, envdPort: o.template.spec.envdPort });
+    }
+    const plan = decidePool(o);
+    for (const a of plan.actions) await applyAction(namespace, name, a);
+    if (!sameJSON(pool.status ?? {}, plan.status)) {
+      await K8s(PodWarmPool).PatchStatus({
+        metadata: { name, namespace },
+        status: plan.status as PodWarmPoolStatus,
+      });
+    }
+  } finally {
+    end();
+  }
+}
+
+/** The queue of pool reconciles. */
+export const poolQueue = new KeyedQueue(reconcilePool, {
+  concurrency: 2,
+  baseDelayMs: 500,
+  maxDelayMs: 30_000,
+  onError: (key, error, attempt, retryInMs) => {
+    reconcileErrors.inc({ kind: "PodWarmPool", permanent: "false" });
+    Log.warn(
+      { pool: key, attempt, retryInMs, error: describeError(error) },
+      "PodWarmPool reconcile failed; retrying",
+    );
+  },
+});
+
+/**
+ * After a claim or a standby event, the pool is replenished a moment later rather than at once, so
+ * that a burst of claims is not slowed by standby creation competing for the API server.
+ */
+export const REPLENISH_DELAY_MS = Number(process.env.CUBEPOD_REPLENISH_DELAY_MS ?? 1000);

@@ -1,0 +1,72 @@
+import { K8s, Log } from "pepr";
+import { WatchEvent } from "kubernetes-fluent-client";
+import { PodBox } from "../api/kinds";
+import { activeSandboxes, pausedSandboxes, warmPoolReady } from "../metrics/registry";
+import { startMetricsServer } from "../metrics/server";
+import { BoxCache } from "./box-cache";
+import { boxQueue, standbyIndex } from "./box-reconciler";
+
+/** What the reaper and the gauges read of every box; fed by {@link startRuntime}'s watch. */
+export const boxCache = new BoxCache();
+
+const watchState = { connected: false, detail: "not started" };
+let reaping = false;
+
+/**
+ * One reaper pass (Pepr OnSchedule): every box whose idle or lease deadline has passed is
+ * reconciled; the decision itself (pause, terminate) is the reconciler's. Reads only the cache,
+ * so idle boxes cost no API call. Pepr does not await `run` nor catch its errors: this never
+ * throws, and a pass still running makes the next one a no-op.
+ */
+export async function reaperPass(now = Date.now()): Promise<number> {
+  if (reaping) return 0;
+  reaping = true;
+  try {
+    const due = boxCache.due(now);
+    due.forEach(key => boxQueue.add(key));
+    return due.length;
+  } catch (e) {
+    Log.error({ error: String(e) }, "reaper pass failed");
+    return 0;
+  } finally {
+    reaping = false;
+  }
+}
+
+/** True in the process that runs watches and schedules (Pepr's watcher, or `pepr dev`). */
+export const isWatcher = () =>
+  process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE === "dev";
+
+/**
+ * Starts, in the watcher only: a watch of all PodBoxes that keeps the box cache and tells
+ * /healthz whether watching works, and the metrics server (/metrics, /healthz on :8081).
+ */
+export function startRuntime(): void {
+  if (!isWatcher()) return;
+  const watcher = K8s(PodBox).Watch((box, phase) => {
+    if (phase === "DELETED") boxCache.remove(box.metadata!.namespace!, box.metadata!.name!);
+    else boxCache.update(box);
+  });
+  const set = (connected: boolean, detail: string) =>
+    Object.assign(watchState, { connected, detail });
+  watcher.events.on(WatchEvent.CONNECT, () => set(true, "watching PodBoxes"));
+  watcher.events.on(WatchEvent.NETWORK_ERROR, (e: Error) =>
+    set(false, `watch network error: ${e.message}`),
+  );
+  watcher.events.on(WatchEvent.RECONNECT, () => set(false, "watch reconnecting"));
+  watcher.events.on(WatchEvent.GIVE_UP, (e: Error) => set(false, `watch gave up: ${e.message}`));
+  watcher.events.on(WatchEvent.ABORT, (e: Error) => set(false, `watch aborted: ${e.message}`));
+  watcher.start().catch(e => set(false, `watch failed to start: ${String(e)}`));
+
+  startMetricsServer(
+    () => ({ ok: watchState.connected, detail: watchState.detail }),
+    () => {
+      const phases = boxCache.phases();
+      activeSandboxes.set(phases.Running ?? 0);
+      pausedSandboxes.set(phases.Paused ?? 0);
+      warmPoolReady.reset();
+      for (const c of standbyIndex.counts())
+        warmPoolReady.set({ namespace: c.namespace, pool: c.pool }, c.ready);
+    },
+  );
+}

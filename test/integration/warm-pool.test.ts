@@ -1,0 +1,177 @@
+import { Kube, Obj, paths } from "./kube";
+import { inNamespace, podBox, podTemplate, TEMPLATE } from "./lifecycle-helpers";
+
+const kube = new Kube();
+let ns: string;
+let h: ReturnType<typeof inNamespace>;
+
+beforeAll(async () => {
+  ns = await kube.namespace("it-pool");
+  h = inNamespace(kube, ns);
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
+});
+afterAll(async () => {
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+const createPool = (name: string, replicas: number) =>
+  kube.mustCreate(paths.podwarmpools(ns), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name },
+    spec: { templateRef: "python", replicas },
+  });
+/** Waits until the pool reports exactly `n` standbys, all ready, for its current generation. */
+const poolAt = (name: string, n: number, timeoutMs = 60_000) =>
+  kube.waitFor(
+    paths.podwarmpools(ns, name),
+    o =>
+      o?.status?.observedGeneration === o?.metadata.generation &&
+      o?.status?.replicas === n &&
+      o?.status?.readyReplicas === n,
+    timeoutMs,
+  ) as Promise<Obj>;
+const standbys = (pool: string) => kube.names(paths.pods(ns), `pod.cubeplex.ai/pool=${pool}`);
+const get = async (path: string) => (await kube.get(path)).body;
+
+describe("PodWarmPool, observed in the API server", () => {
+  it("keeps spec.replicas standbys: two PVCs and a Running Pod each, owned by the pool", async () => {
+    const pool = await createPool("p", 3);
+    await poolAt("p", 3);
+    const pods = await standbys("p");
+    expect(pods).toHaveLength(3);
+    expect(await kube.names(paths.pvcs(ns), "pod.cubeplex.ai/pool=p")).toHaveLength(6);
+    for (const name of pods) {
+      const pod = await get(paths.pods(ns, name));
+      expect(pod.status.phase).toBe("Running");
+      expect(pod.status.podIP).toMatch(/^127\./);
+      expect(pod.metadata.ownerReferences[0]).toMatchObject({
+        kind: "PodWarmPool",
+        uid: pool.metadata.uid,
+      });
+      expect(pod.spec.initContainers[0].name).toBe("podd-installer");
+      expect(pod.metadata.labels["pod.cubeplex.ai/box"]).toBeUndefined();
+    }
+  });
+
+  it("a box claims a ready standby: Running at once with its IP (WarmPoolClaimed), and the pool replenishes", async () => {
+    const before = await standbys("p");
+    const created = await h.createBox("claimer", { warmPoolRef: "p" });
+    const box = await h.waitPhase("claimer", "Running", "WarmPoolClaimed");
+    expect(before).toContain(box.status.podName);
+    const pod = await get(paths.pods(ns, box.status.podName));
+    expect(box.status).toMatchObject({
+      podIP: pod.status.podIP,
+      poddURL: `http://${pod.status.podIP}:49983`,
+      rootfsPVCName: `${box.status.podName}-rootfs-g1`,
+      workspacePVCName: `${box.status.podName}-workspace`,
+      rootfsGeneration: 1,
+    });
+    expect(pod.metadata.labels["pod.cubeplex.ai/box"]).toBe("claimer");
+    expect(pod.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
+    expect(pod.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: "PodBox", uid: created.metadata.uid }),
+    ]);
+    await kube.waitFor(
+      paths.pvcs(ns, box.status.workspacePVCName),
+      o => o?.metadata.ownerReferences?.[0]?.uid === created.metadata.uid,
+    );
+    const rootfs = await get(paths.pvcs(ns, box.status.rootfsPVCName));
+    expect(rootfs.metadata.ownerReferences[0].uid).toBe(created.metadata.uid);
+    expect(rootfs.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
+    await poolAt("p", 3);
+    expect(await standbys("p")).not.toContain(box.status.podName);
+    expect(await h.events("claimer")).toContain("WarmPoolClaimed");
+  });
+
+  it("pausing, resuming and deleting a claimed box never touch the pool", async () => {
+    const pool = await standbys("p");
+    const claimed = (await get(paths.podboxes(ns, "claimer"))).status;
+    await h.patchBox("claimer", { desiredState: "Paused" });
+    await h.waitPhase("claimer", "Paused");
+    expect(await kube.names(paths.pvcs(ns), "pod.cubeplex.ai/box=claimer")).toEqual(
+      [claimed.rootfsPVCName, claimed.workspacePVCName].sort(),
+    );
+    await h.patchBox("claimer", { desiredState: "Running" });
+    const resumed = await h.waitPhase("claimer", "Running", "Resumed");
+    expect(resumed.status).toMatchObject({
+      podName: "claimer",
+      rootfsPVCName: claimed.rootfsPVCName,
+      workspacePVCName: claimed.workspacePVCName,
+    });
+    await kube.delete(paths.podboxes(ns, "claimer"));
+    await h.waitGone(paths.podboxes(ns, "claimer"));
+    await h.waitGone(paths.pvcs(ns, claimed.workspacePVCName));
+    expect(await standbys("p")).toEqual(pool);
+    await poolAt("p", 3);
+  });
+
+  it("scales down (unclaimed standbys removed) and up", async () => {
+    await kube.mergePatch(paths.podwarmpools(ns, "p"), { spec: { replicas: 1 } });
+    await poolAt("p", 1);
+    await kube.waitFor(paths.pods(ns), () => true);
+    for (let i = 0; i < 100 && (await standbys("p")).length !== 1; i++)
+      await new Promise(r => setTimeout(r, 200));
+    expect(await standbys("p")).toHaveLength(1);
+    await kube.mergePatch(paths.podwarmpools(ns, "p"), { spec: { replicas: 2 } });
+    await poolAt("p", 2);
+  });
+
+  it("a template change replaces stale standbys a few at a time, never emptying the pool", async () => {
+    const oldHash = (await get(paths.podwarmpools(ns, "p"))).status.templateHash;
+    let lowest = Infinity;
+    const stop = kube.watchCollection(paths.podwarmpools(ns), (_, o) => {
+      if (o.metadata.name === "p") lowest = Math.min(lowest, o.status?.readyReplicas ?? 0);
+    });
+    await kube.mergePatch(paths.podtemplates(ns, "python"), { spec: { image: "py:3.13" } });
+    const done = await kube.waitFor(
+      paths.podwarmpools(ns, "p"),
+      o =>
+        Boolean(
+          o?.status?.templateHash &&
+            o.status.templateHash !== oldHash &&
+            o.status.updatedReplicas === 2 &&
+            o.status.readyReplicas === 2 &&
+            o.status.replicas === 2,
+        ),
+      120_000,
+    );
+    stop();
+    for (const name of await standbys("p")) {
+      const pod = await get(paths.pods(ns, name));
+      expect(pod.metadata.labels["pod.cubeplex.ai/template-hash"]).toBe(done!.status.templateHash);
+      expect(pod.spec.containers[0].image).toBe("py:3.13");
+    }
+    expect(lowest).toBeGreaterThanOrEqual(1);
+  });
+
+  it("an empty pool falls back to a cold start", async () => {
+    await createPool("empty", 0);
+    await h.createBox("cold", { warmPoolRef: "empty" });
+    const box = await h.waitPhase("cold", "Running", "Started");
+    expect(box.status.rootfsPVCName).toBe("cold-rootfs-g1");
+    expect(await h.podsOf("cold")).toEqual(["cold"]);
+  });
+
+  it("50 boxes at once against a pool of 10: exactly 10 warm claims, 40 cold starts, no standby shared", async () => {
+    await createPool("burst", 10);
+    await poolAt("burst", 10, 120_000);
+    const names = Array.from({ length: 50 }, (_, i) => `burst-${i}`);
+    await Promise.all(
+      names.map(n => kube.mustCreate(paths.podboxes(ns), podBox(n, { warmPoolRef: "burst" }))),
+    );
+    const boxes = await Promise.all(names.map(n => h.waitPhase(n, "Running", undefined, 180_000)));
+    const claimed = boxes.filter(b => b.status.reason === "WarmPoolClaimed");
+    const cold = boxes.filter(b => b.status.reason === "Started");
+    expect([claimed.length, cold.length]).toEqual([10, 40]);
+    const pods = claimed.map(b => b.status.podName);
+    expect(new Set(pods).size).toBe(10);
+    for (const b of claimed) {
+      const pod = await get(paths.pods(ns, b.status.podName));
+      expect(pod.metadata.ownerReferences).toEqual([
+        expect.objectContaining({ kind: "PodBox", uid: b.metadata.uid }),
+      ]);
+    }
+  });
+});

@@ -1,0 +1,185 @@
+import { podWarmPoolSpecSchema } from "../../capabilities/api/podwarmpool";
+import {
+  decidePool,
+  ObservedStandby,
+  PoolObservation,
+} from "../../capabilities/reconcilers/pool-decide";
+import { template } from "./fixtures";
+
+const NOW = "2026-11-30T10:00:00Z";
+const HASH = "h-current";
+const names = Array.from({ length: 10 }, (_, i) => `pool-new${i}`);
+
+function obs(replicas: number, standbys: ObservedStandby[], withTemplate = true): PoolObservation {
+  return {
+    pool: {
+      name: "pool",
+      namespace: "ns",
+      uid: "pool-uid",
+      generation: 2,
+      spec: podWarmPoolSpecSchema.parse({ templateRef: "python", replicas }),
+      status: {},
+    },
+    template: withTemplate ? template() : undefined,
+    templateHash: withTemplate ? HASH : undefined,
+    standbys,
+    freshNames: names,
+    now: NOW,
+  };
+}
+
+const standby = (
+  name: string,
+  opts: { ready?: boolean; hash?: string; pod?: boolean; phase?: string } = {},
+): ObservedStandby => ({
+  name,
+  templateHash: opts.hash ?? HASH,
+  pod:
+    opts.pod === false
+      ? undefined
+      : {
+          name,
+          phase: opts.phase ?? (opts.ready === false ? "Pending" : "Running"),
+          ready: opts.ready ?? true,
+          podIP: opts.ready === false ? undefined : "127.64.0.9",
+          deleting: false,
+        },
+  pvcs: [
+    { name: `${name}-rootfs-g1`, role: "rootfs", deleting: false },
+    { name: `${name}-workspace`, role: "workspace", deleting: false },
+  ],
+});
+const summary = (p: ReturnType<typeof decidePool>) =>
+  p.actions.map(a =>
+    a.type === "createPod"
+      ? `createPod ${a.pod.metadata?.name}`
+      : a.type === "createPVC"
+        ? `createPVC ${a.pvc.metadata?.name}`
+        : `${a.type} ${a.name}`,
+  );
+
+describe("decidePool", () => {
+  it("creates the missing standbys: both PVCs, then the Pod, labelled for the pool", () => {
+    const p = decidePool(obs(2, []));
+    expect(summary(p)).toEqual([
+      "createPVC pool-new0-workspace",
+      "createPVC pool-new0-rootfs-g1",
+      "createPod pool-new0",
+      "createPVC pool-new1-workspace",
+      "createPVC pool-new1-rootfs-g1",
+      "createPod pool-new1",
+    ]);
+    const pod = p.actions.find(a => a.type === "createPod");
+    expect(pod?.type === "createPod" && pod.pod.metadata?.labels).toMatchObject({
+      "pod.cubeplex.ai/pool": "pool",
+      "pod.cubeplex.ai/template-hash": HASH,
+      "pod.cubeplex.ai/volume-key": "pool-new0",
+    });
+    expect(pod?.type === "createPod" && pod.pod.metadata?.labels).not.toHaveProperty(
+      "pod.cubeplex.ai/box",
+    );
+    expect(pod?.type === "createPod" && pod.pod.metadata?.ownerReferences?.[0]).toMatchObject({
+      kind: "PodWarmPool",
+      uid: "pool-uid",
+    });
+    expect(p.status).toMatchObject({
+      replicas: 0,
+      readyReplicas: 0,
+      observedGeneration: 2,
+      templateHash: HASH,
+    });
+  });
+
+  it("does nothing when the pool is full and ready, and says so", () => {
+    const p = decidePool(obs(2, [standby("a"), standby("b")]));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ replicas: 2, readyReplicas: 2 });
+    expect(p.status.conditions?.[0]).toMatchObject({
+      type: "Ready",
+      status: "True",
+      reason: "PoolReady",
+    });
+  });
+
+  it("counts unready standbys as replicas, not ready ones", () => {
+    const p = decidePool(obs(2, [standby("a"), standby("b", { ready: false })]));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ replicas: 2, readyReplicas: 1 });
+    expect(p.status.conditions?.[0]).toMatchObject({ status: "False", reason: "Replenishing" });
+  });
+
+  it("scales down, removing unready standbys first", () => {
+    const p = decidePool(obs(1, [standby("a"), standby("b", { ready: false }), standby("c")]));
+    expect(summary(p)).toEqual([
+      "deletePod b",
+      "deletePVC b-rootfs-g1",
+      "deletePVC b-workspace",
+      "deletePod a",
+      "deletePVC a-rootfs-g1",
+      "deletePVC a-workspace",
+    ]);
+  });
+
+  it("scales to zero", () => {
+    expect(summary(decidePool(obs(0, [standby("a")])))).toEqual([
+      "deletePod a",
+      "deletePVC a-rootfs-g1",
+      "deletePVC a-workspace",
+    ]);
+  });
+
+  it("replaces stale standbys one at a time, never emptying the pool", () => {
+    const stale = ["a", "b", "c"].map(n => standby(n, { hash: "old" }));
+    // Step 1: one new standby beyond replicas (surge), no stale one removed yet.
+    const p1 = decidePool(obs(3, stale));
+    expect(summary(p1)).toEqual([
+      "createPVC pool-new0-workspace",
+      "createPVC pool-new0-rootfs-g1",
+      "createPod pool-new0",
+    ]);
+    // Step 2: the new one is not ready yet: nothing changes.
+    expect(decidePool(obs(3, [...stale, standby("n0", { ready: false })])).actions).toEqual([]);
+    // Step 3: it is ready: one stale standby goes; the next new one waits for the surge room.
+    const p3 = decidePool(obs(3, [...stale, standby("n0")]));
+    expect(summary(p3)).toEqual([
+      "deletePod a",
+      "deletePVC a-rootfs-g1",
+      "deletePVC a-workspace",
+      "createPVC pool-new0-workspace",
+      "createPVC pool-new0-rootfs-g1",
+      "createPod pool-new0",
+    ]);
+  });
+
+  it("removes unready stale standbys at once", () => {
+    const p = decidePool(obs(1, [standby("a"), standby("old", { hash: "old", ready: false })]));
+    expect(summary(p)).toEqual([
+      "deletePod old",
+      "deletePVC old-rootfs-g1",
+      "deletePVC old-workspace",
+    ]);
+  });
+
+  it("gives a standby that lost its Pod a new Pod on the same PVCs", () => {
+    const p = decidePool(obs(1, [standby("a", { pod: false })]));
+    expect(summary(p)).toEqual(["createPod a"]);
+  });
+
+  it("removes a standby whose Pod ended, then makes a new one", () => {
+    const p = decidePool(obs(1, [standby("a", { phase: "Failed", ready: false })]));
+    expect(summary(p)).toEqual([
+      "deletePod a",
+      "deletePVC a-rootfs-g1",
+      "deletePVC a-workspace",
+      "createPVC pool-new0-workspace",
+      "createPVC pool-new0-rootfs-g1",
+      "createPod pool-new0",
+    ]);
+  });
+
+  it("creates nothing without its template, and reports it", () => {
+    const p = decidePool(obs(2, [], false));
+    expect(p.actions).toEqual([]);
+    expect(p.status.conditions?.[0]).toMatchObject({ status: "False", reason: "TemplateNotFound" });
+  });
+});

@@ -1,0 +1,83 @@
+import type { V1Pod } from "@kubernetes/client-node";
+import { StandbyIndex } from "../../capabilities/reconcilers/standby-index";
+
+const pod = (
+  name: string,
+  opts: {
+    ready?: boolean;
+    pool?: string | null;
+    rv?: string;
+    hash?: string;
+    deleting?: boolean;
+  } = {},
+): V1Pod => ({
+  metadata: {
+    name,
+    namespace: "ns",
+    resourceVersion: opts.rv ?? "1",
+    labels: {
+      ...(opts.pool === null ? {} : { "pod.cubeplex.ai/pool": opts.pool ?? "pool" }),
+      "pod.cubeplex.ai/template-hash": opts.hash ?? "h1",
+    },
+    ...(opts.deleting ? { deletionTimestamp: new Date() } : {}),
+  },
+  spec: {
+    containers: [],
+    volumes: [
+      { name: "rootfs", persistentVolumeClaim: { claimName: `${name}-rootfs-g1` } },
+      { name: "workspace", persistentVolumeClaim: { claimName: `${name}-workspace` } },
+    ],
+  },
+  status:
+    opts.ready === false
+      ? { phase: "Pending" }
+      : { phase: "Running", podIP: "127.64.0.3", conditions: [{ type: "Ready", status: "True" }] },
+});
+
+describe("StandbyIndex", () => {
+  it("keeps ready standbys and hands each out once", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("a"));
+    index.observe(pod("b", { ready: false }));
+    expect(index.ready("ns", "pool")).toBe(1);
+    expect(index.take("ns", "pool")).toMatchObject({
+      name: "a",
+      resourceVersion: "1",
+      podIP: "127.64.0.3",
+      rootfsPVCName: "a-rootfs-g1",
+      workspacePVCName: "a-workspace",
+    });
+    expect(index.take("ns", "pool")).toBeUndefined();
+  });
+
+  it("follows readiness, deletion and departure from the pool", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("a", { ready: false }));
+    index.observe(pod("a", { rv: "2" }));
+    expect(index.ready("ns", "pool")).toBe(1);
+    index.observe(pod("a", { rv: "3", deleting: true }));
+    expect(index.ready("ns", "pool")).toBe(0);
+    index.observe(pod("b"));
+    index.observe(pod("b", { pool: null, rv: "4" }));
+    expect(index.ready("ns", "pool")).toBe(0);
+  });
+
+  it("offers only standbys of the current template when a hash is given", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("old", { hash: "h0" }));
+    expect(index.take("ns", "pool", "h1")).toBeUndefined();
+    expect(index.take("ns", "pool", "h0")?.name).toBe("old");
+  });
+
+  it("counts ready standbys per pool", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("a"));
+    index.observe(pod("b", { pool: "other" }));
+    expect(index.counts()).toEqual(
+      expect.arrayContaining([
+        { namespace: "ns", pool: "pool", ready: 1 },
+        { namespace: "ns", pool: "other", ready: 1 },
+      ]),
+    );
+  });
+});
