@@ -1,5 +1,5 @@
 import { Kube, Obj, paths } from "./kube";
-import { inNamespace, podBox, podTemplate, TEMPLATE } from "./lifecycle-helpers";
+import { inNamespace, podBox, podTemplate } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;
