@@ -1,6 +1,6 @@
 import { podBoxSpecSchema } from "../api/podbox";
 import type { PodBox } from "../api/kinds";
-import { ANNOTATION_LAST_ACTIVITY, nextDeadline } from "./activity";
+import { ANNOTATION_LAST_ACTIVITY, effectiveState, nextDeadline } from "./activity";
 
 type Entry = { phase?: string; deadline?: number };
 
@@ -16,17 +16,22 @@ export class BoxCache {
   update(box: PodBox, now = Date.now()): void {
     const key = `${box.metadata?.namespace}/${box.metadata?.name}`;
     const spec = podBoxSpecSchema.safeParse(box.spec);
-    const deadline = spec.success
-      ? nextDeadline(
-          {
-            spec: spec.data,
-            status: box.status ?? {},
-            lastActivityAnnotation: box.metadata?.annotations?.[ANNOTATION_LAST_ACTIVITY],
-          },
-          now,
-        )
-      : undefined;
-    this.#boxes.set(key, { phase: box.status?.phase, deadline });
+    const phase = box.status?.phase;
+    let deadline: number | undefined;
+    if (spec.success) {
+      const input = {
+        spec: spec.data,
+        status: box.status ?? {},
+        lastActivityAnnotation: box.metadata?.annotations?.[ANNOTATION_LAST_ACTIVITY],
+      };
+      // A box whose status lags its rules (idle-paused with a lease that ran out) is due at once.
+      const { desired } = effectiveState(input, now);
+      const lagging =
+        (desired === "Terminated" && phase !== "Terminated") ||
+        (desired === "Paused" && phase === "Running");
+      deadline = lagging ? now : nextDeadline(input, now);
+    }
+    this.#boxes.set(key, { phase, deadline });
   }
 
   /** Forgets a deleted box. */

@@ -55,10 +55,11 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
     for (const action of plan.actions) await applyAction(namespace, name, action);
     const rv = await writeStatus(box, plan.status);
     if (rv) ownWrites.set(key, rv);
-    for (const event of plan.events) {
-      if (rv) countTransition(event.reason, { namespace });
-      await recordEvent(box, event);
+    // A transition is counted once, when its reason first appears (not on each phase it passes).
+    if (rv && plan.status.reason !== box.status?.reason && plan.status.reason) {
+      countTransition(plan.status.reason, { namespace });
     }
+    for (const event of plan.events) await recordEvent(box, event);
     if (plan.cleanupDone) await removeFinalizer(box);
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   } catch (e) {

@@ -54,4 +54,27 @@ describe("BoxCache", () => {
     cache.remove("ns", "a");
     expect(cache.size).toBe(2);
   });
+
+  it("reports at once a box whose status lags its rules (paused, lease run out)", () => {
+    const cache = new BoxCache();
+    const lease = new Date(T0 - 1000).toISOString();
+    cache.update(
+      box(
+        "p",
+        { idleTimeoutSeconds: 1, leaseExpiresAt: lease },
+        {
+          phase: "Paused",
+          reason: "IdlePaused",
+          lastActivityAt: new Date(T0 - 60_000).toISOString(),
+        },
+      ),
+      T0,
+    );
+    expect(cache.due(T0)).toEqual(["ns/p"]);
+    cache.update(
+      box("t", { leaseExpiresAt: lease }, { phase: "Terminated", reason: "LeaseExpired" }),
+      T0,
+    );
+    expect(cache.due(T0)).toEqual([]);
+  });
 });

@@ -1,0 +1,115 @@
+import { Kube, paths } from "./kube";
+import { inNamespace, podTemplate } from "./lifecycle-helpers";
+
+const kube = new Kube();
+let ns: string;
+let h: ReturnType<typeof inNamespace>;
+const BASE = "http://127.0.0.1:8081";
+
+beforeAll(async () => {
+  ns = await kube.namespace("it-metrics");
+  h = inNamespace(kube, ns);
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
+});
+afterAll(async () => {
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+async function scrape(): Promise<Map<string, number>> {
+  const text = await (await fetch(`${BASE}/metrics`)).text();
+  const values = new Map<string, number>();
+  for (const line of text.split("\n")) {
+    if (!line.startsWith("cubepod_")) continue;
+    const i = line.lastIndexOf(" ");
+    values.set(line.slice(0, i), Number(line.slice(i + 1)));
+  }
+  return values;
+}
+/** Scrapes until `check` holds (the gauges follow a watch, a moment behind the API server). */
+async function eventually(
+  check: (m: Map<string, number>) => boolean,
+): Promise<Map<string, number>> {
+  for (let i = 0; i < 100; i++) {
+    const m = await scrape();
+    if (check(m)) return m;
+    await new Promise(r => setTimeout(r, 100));
+  }
+  throw new Error(
+    `metrics never matched; last: ${JSON.stringify([...(await scrape()).entries()].slice(0, 40))}`,
+  );
+}
+const v = (m: Map<string, number>, name: string) => m.get(name) ?? 0;
+
+describe("metrics and health on :8081 (plain HTTP)", () => {
+  it("/healthz answers ok while the watch works", async () => {
+    const r = await fetch(`${BASE}/healthz`);
+    expect(r.status).toBe(200);
+    expect(await r.text()).toBe("ok: watching PodBoxes\n");
+  });
+
+  it("/metrics has every CubePod metric", async () => {
+    const text = await (await fetch(`${BASE}/metrics`)).text();
+    for (const name of [
+      "cubepod_active_sandboxes",
+      "cubepod_paused_sandboxes",
+      "cubepod_warmpool_ready",
+      "cubepod_warm_claims_total",
+      "cubepod_cold_starts_total",
+      "cubepod_forks_total",
+      "cubepod_rootfs_resets_total",
+      "cubepod_idle_pauses_total",
+      "cubepod_terminations_total",
+      "cubepod_reconcile_errors_total",
+      "cubepod_claim_duration_seconds",
+      "cubepod_reconcile_duration_seconds",
+    ]) {
+      expect(text).toContain(`# TYPE ${name} `);
+    }
+  });
+
+  it("moves as boxes start, fork, reset, pause and terminate", async () => {
+    const m0 = await scrape();
+    await h.createBox("m1", { templateRef: "python" });
+    await h.waitPhase("m1", "Running");
+    await eventually(
+      m => v(m, "cubepod_active_sandboxes") === v(m0, "cubepod_active_sandboxes") + 1,
+    );
+    await h.createBox("m1-fork", { templateRef: "python", forkFrom: "m1" });
+    await h.waitPhase("m1-fork", "Running", "ForkCloned");
+    await h.patchBox("m1", { rootfsGeneration: 2 });
+    await h.waitPhase("m1", "Running", "RootFSReset");
+    await h.patchBox("m1-fork", { desiredState: "Paused" });
+    await h.waitPhase("m1-fork", "Paused");
+    await h.patchBox("m1", { desiredState: "Terminated" });
+    await h.waitPhase("m1", "Terminated");
+    const m = await eventually(
+      m => v(m, "cubepod_paused_sandboxes") === v(m0, "cubepod_paused_sandboxes") + 1,
+    );
+    expect(v(m, "cubepod_cold_starts_total")).toBe(v(m0, "cubepod_cold_starts_total") + 1);
+    expect(v(m, "cubepod_forks_total")).toBe(v(m0, "cubepod_forks_total") + 1);
+    expect(v(m, "cubepod_rootfs_resets_total")).toBe(v(m0, "cubepod_rootfs_resets_total") + 1);
+    const term = 'cubepod_terminations_total{reason="Terminated"}';
+    expect(v(m, term)).toBe(v(m0, term) + 1);
+    expect(v(m, "cubepod_active_sandboxes")).toBe(v(m0, "cubepod_active_sandboxes"));
+  });
+
+  it("counts warm claims, their latency, and the ready standbys per pool", async () => {
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "mp" },
+      spec: { templateRef: "python", replicas: 2 },
+    });
+    const ready = `cubepod_warmpool_ready{namespace="${ns}",pool="mp"}`;
+    const claims = `cubepod_warm_claims_total{namespace="${ns}",pool="mp"}`;
+    await eventually(m => v(m, ready) === 2);
+    const before = await scrape();
+    await h.createBox("mc", { warmPoolRef: "mp" });
+    await h.waitPhase("mc", "Running", "WarmPoolClaimed");
+    const m = await eventually(m => v(m, claims) === 1 && v(m, ready) === 2);
+    expect(v(m, "cubepod_claim_duration_seconds_count")).toBe(
+      v(before, "cubepod_claim_duration_seconds_count") + 1,
+    );
+  });
+});

@@ -1,0 +1,76 @@
+import { Kube, Obj, paths } from "./kube";
+import { inNamespace, podTemplate } from "./lifecycle-helpers";
+
+const kube = new Kube();
+let ns: string;
+let h: ReturnType<typeof inNamespace>;
+
+beforeAll(async () => {
+  ns = await kube.namespace("it-reaper");
+  h = inNamespace(kube, ns);
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
+});
+afterAll(async () => {
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+const get = async (name: string) => (await kube.get(paths.podboxes(ns, name))).body as Obj;
+const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
+
+describe("the reaper (the module runs it every 2 s locally)", () => {
+  it("pauses a box idle past its timeout (IdlePaused) without touching its spec", async () => {
+    await h.createBox("idle", { templateRef: "python", idleTimeoutSeconds: 2 });
+    await h.waitPhase("idle", "Running");
+    const box = await h.waitPhase("idle", "Paused", "IdlePaused", 30_000);
+    expect(box.spec.desiredState).toBe("Running");
+    expect(box.metadata.generation).toBe(1);
+    expect(await h.podsOf("idle")).toEqual([]);
+    expect(await h.pvcsOf("idle")).toEqual(["idle-rootfs-g1", "idle-workspace"]);
+  });
+
+  it("resumes it when a client records activity (annotation), and pauses it again when idle", async () => {
+    await kube.mergePatch(paths.podboxes(ns, "idle"), {
+      metadata: { annotations: { "pod.cubeplex.ai/last-activity": iso(Date.now()) } },
+    });
+    const box = await h.waitPhase("idle", "Running", "Resumed");
+    expect(box.status.podName).toBe("idle");
+    await h.waitPhase("idle", "Paused", "IdlePaused", 30_000);
+  });
+
+  it("leaves a leased box running; once the lease expires it is paused, then terminated", async () => {
+    const leaseEnd = Date.now() + 8_000;
+    const phases: { phase: string; reason: string; at: number }[] = [];
+    const stop = kube.watchCollection(paths.podboxes(ns), (_, o) => {
+      if (o.metadata.name === "leased" && o.status?.phase) {
+        phases.push({ phase: o.status.phase, reason: o.status.reason, at: Date.now() });
+      }
+    });
+    await h.createBox("leased", {
+      templateRef: "python",
+      idleTimeoutSeconds: 1,
+      leaseExpiresAt: iso(leaseEnd),
+    });
+    const done = await h.waitPhase("leased", "Terminated", "LeaseExpired", 60_000);
+    stop();
+    expect(done.status.message).toBe("lease expired: Pod deleted (volumes deleted)");
+    expect(done.spec.desiredState).toBe("Running");
+    const firstPause = phases.find(p => p.reason === "IdlePaused");
+    expect(firstPause).toBeDefined();
+    // Idle long before, but paused only once the lease had run out.
+    expect(firstPause!.at).toBeGreaterThanOrEqual(leaseEnd - 1000);
+    expect([...phases.map(p => p.reason), done.status.reason]).toEqual(
+      expect.arrayContaining(["Started", "IdlePaused", "LeaseExpired"]),
+    );
+    await h.waitPVCs("leased", []);
+    // Late activity does not bring it back.
+    await kube.mergePatch(paths.podboxes(ns, "leased"), {
+      metadata: { annotations: { "pod.cubeplex.ai/last-activity": iso(Date.now()) } },
+    });
+    await new Promise(r => setTimeout(r, 1000));
+    expect((await get("leased")).status).toMatchObject({
+      phase: "Terminated",
+      reason: "LeaseExpired",
+    });
+  });
+});
