@@ -2,7 +2,7 @@ import { createServer, Server } from "node:http";
 import { registry } from "./registry";
 
 /** What /healthz reports: healthy, or why not. */
-export type HealthCheck = () => { ok: boolean; detail: string };
+export type HealthCheck = () => Promise<{ ok: boolean; detail: string }>;
 
 /**
  * Serves /metrics (Prometheus text) and /healthz over plain HTTP (CEP-0008: port 8081). In a
@@ -32,9 +32,10 @@ export function startMetricsServer(
       return;
     }
     if (req.url === "/healthz") {
-      const h = health();
-      res.writeHead(h.ok ? 200 : 503, { "Content-Type": "text/plain" });
-      res.end(`${h.ok ? "ok" : "unhealthy"}: ${h.detail}\n`);
+      void health().then(h => {
+        res.writeHead(h.ok ? 200 : 503, { "Content-Type": "text/plain" });
+        res.end(`${h.ok ? "ok" : "unhealthy"}: ${h.detail}\n`);
+      });
       return;
     }
     res.writeHead(404);

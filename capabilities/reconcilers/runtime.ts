@@ -33,6 +33,27 @@ export async function reaperPass(now = Date.now()): Promise<number> {
   }
 }
 
+/**
+ * /healthz: the watch reported no failure since it connected, and the API server it streams from
+ * answers now. The second check is needed because a watch whose server went away can stay silent
+ * until the client's last-seen limit (minutes); one cheap GET per probe (a 404 is an answer).
+ */
+async function watchHealth(): Promise<{ ok: boolean; detail: string }> {
+  if (!watchState.connected) return { ok: false, detail: watchState.detail };
+  try {
+    const probe = K8s(PodBox).InNamespace("kube-system").Get("cubepod-healthz");
+    await Promise.race([
+      probe.catch(e => {
+        if ((e as { status?: number }).status === undefined) throw e;
+      }),
+      new Promise((_, reject) => setTimeout(() => reject(new Error("no answer in 2 s")), 2000)),
+    ]);
+    return { ok: true, detail: watchState.detail };
+  } catch (e) {
+    return { ok: false, detail: `API server unreachable: ${(e as Error).message ?? e}` };
+  }
+}
+
 /** True in the process that runs watches and schedules (Pepr's watcher, or `pepr dev`). */
 export const isWatcher = () =>
   process.env.PEPR_WATCH_MODE === "true" || process.env.PEPR_MODE === "dev";
@@ -58,15 +79,12 @@ export function startRuntime(): void {
   watcher.events.on(WatchEvent.ABORT, (e: Error) => set(false, `watch aborted: ${e.message}`));
   watcher.start().catch(e => set(false, `watch failed to start: ${String(e)}`));
 
-  startMetricsServer(
-    () => ({ ok: watchState.connected, detail: watchState.detail }),
-    () => {
-      const phases = boxCache.phases();
-      activeSandboxes.set(phases.Running ?? 0);
-      pausedSandboxes.set(phases.Paused ?? 0);
-      warmPoolReady.reset();
-      for (const c of standbyIndex.counts())
-        warmPoolReady.set({ namespace: c.namespace, pool: c.pool }, c.ready);
-    },
-  );
+  startMetricsServer(watchHealth, () => {
+    const phases = boxCache.phases();
+    activeSandboxes.set(phases.Running ?? 0);
+    pausedSandboxes.set(phases.Paused ?? 0);
+    warmPoolReady.reset();
+    for (const c of standbyIndex.counts())
+      warmPoolReady.set({ namespace: c.namespace, pool: c.pool }, c.ready);
+  });
 }

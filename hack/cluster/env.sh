@@ -24,7 +24,13 @@ export KUBECONFIG=$KUBECONFIG_FILE
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }
-alive() { [ -f "$PIDS/$1.pid" ] && kill -0 "$(cat "$PIDS/$1.pid")" 2>/dev/null; }
+# Running (a killed process not yet reaped by its parent is a zombie: `kill -0` succeeds on it).
+alive() {
+  local stat
+  [ -f "$PIDS/$1.pid" ] || return 1
+  stat=$(ps -o stat= -p "$(cat "$PIDS/$1.pid")" 2>/dev/null) || return 1
+  [ -n "$stat" ] && [[ "$stat" != Z* ]]
+}
 
 # Starts a component in its own session (so `down` can end its whole process group).
 start() {

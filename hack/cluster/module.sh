@@ -18,9 +18,7 @@ start)
   # A module killed earlier may have left webhooks pointing at nothing.
   webhooks_gone
   rm -f "$LOGS/module.log"
-  # Locally the reaper runs every 2 s (10 s by default), so that idle pauses show up quickly.
-  LOG_LEVEL=${LOG_LEVEL:-info} CUBEPOD_REAPER_INTERVAL_SECONDS=${CUBEPOD_REAPER_INTERVAL_SECONDS:-2} \
-    start module npx pepr dev --host localhost --yes
+  LOG_LEVEL=${LOG_LEVEL:-info} start module npx pepr dev --host localhost --yes
   ready() {
     kubectl get mutatingwebhookconfiguration "$MODULE_NAME" >/dev/null 2>&1 &&
       kubectl get validatingwebhookconfiguration "$MODULE_NAME" >/dev/null 2>&1 &&

@@ -18,7 +18,7 @@ afterAll(async () => {
 const get = async (name: string) => (await kube.get(paths.podboxes(ns, name))).body as Obj;
 const iso = (ms: number) => new Date(ms).toISOString().replace(/\.\d+Z$/, "Z");
 
-describe("the reaper (the module runs it every 2 s locally)", () => {
+describe("the reaper (a pass every 10 s, Pepr's shortest schedule)", () => {
   it("pauses a box idle past its timeout (IdlePaused) without touching its spec", async () => {
     await h.createBox("idle", { templateRef: "python", idleTimeoutSeconds: 2 });
     await h.waitPhase("idle", "Running");
