@@ -69,6 +69,16 @@ export const claimDuration = new Histogram({
   buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1],
   registers: [registry],
 });
+export const reaperPassDuration = new Gauge({
+  name: "cubepod_reaper_last_pass_seconds",
+  help: "Duration of the last reaper pass (scans the watch-fed cache, no API calls)",
+  registers: [registry],
+});
+export const reaperBoxes = new Gauge({
+  name: "cubepod_reaper_last_pass_boxes",
+  help: "Boxes the last reaper pass looked at",
+  registers: [registry],
+});
 export const reconcileDuration = new Histogram({
   name: "cubepod_reconcile_duration_seconds",
   help: "Duration of one reconcile run",

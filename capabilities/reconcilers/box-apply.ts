@@ -5,6 +5,7 @@ import { PodBox } from "../api/kinds";
 import { LABEL_BOX } from "../manifests/labels";
 import type { BoxAction, BoxEvent } from "./box-types";
 import { isRetryable, PermanentError, statusOf } from "./errors";
+import { mergePatchStatus } from "./fast-client";
 import { failpoint } from "./failpoint";
 
 /** The finalizer Pepr's Finalize binding adds at admission; the reconciler removes it. */
@@ -66,10 +67,8 @@ export async function writeStatus(box: PodBox, status: PodBoxStatus): Promise<st
   if (sameJSON(before, status)) return undefined;
   const patch: Record<string, unknown> = { ...status };
   for (const k of Object.keys(before)) if (!(k in status)) patch[k] = null;
-  const updated = await K8s(PodBox).PatchStatus({
-    metadata: { name: box.metadata!.name, namespace: box.metadata!.namespace },
-    status: patch as PodBoxStatus,
-  });
+  const path = `/apis/pod.cubeplex.ai/v1alpha1/namespaces/${box.metadata!.namespace}/podboxes/${box.metadata!.name}`;
+  const updated = await mergePatchStatus<PodBox>(path, patch);
   return updated.metadata?.resourceVersion;
 }
 

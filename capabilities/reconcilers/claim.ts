@@ -1,10 +1,10 @@
-import { K8s, kind } from "pepr";
 import type { PodBox } from "../api/kinds";
 import type { PodBoxStatus } from "../api/podbox";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { DEFAULT_ENVD_PORT } from "../api/common";
 import type { Owner } from "../manifests/types";
 import { statusOf } from "./errors";
+import { jsonPatch } from "./fast-client";
 import type { Standby, StandbyIndex } from "./standby-index";
 
 const escape = (label: string) => label.replace("~", "~0").replace("/", "~1");
@@ -52,7 +52,7 @@ export async function claimStandby(
     const s = index.take(namespace, box.spec!.warmPoolRef!, templateHash);
     if (!s) return undefined;
     try {
-      await K8s(kind.Pod, { namespace, name: s.name }).Patch([
+      await jsonPatch(`/api/v1/namespaces/${namespace}/pods/${s.name}`, [
         { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
         { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
         { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
@@ -107,16 +107,14 @@ export async function handOverVolumes(box: PodBox, s: Standby): Promise<void> {
   const namespace = box.metadata!.namespace!;
   await Promise.all(
     [s.rootfsPVCName, s.workspacePVCName].map(name =>
-      K8s(kind.PersistentVolumeClaim, { namespace, name })
-        .Patch([
-          { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
-          { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
-          { op: "replace", path: "/metadata/ownerReferences", value: [ownerOfBox(box)] },
-        ])
-        .catch(e => {
-          // Already handed over (a retry): the label is gone, so the remove fails with 422.
-          if (statusOf(e) !== 422) throw e;
-        }),
+      jsonPatch(`/api/v1/namespaces/${namespace}/persistentvolumeclaims/${name}`, [
+        { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
+        { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
+        { op: "replace", path: "/metadata/ownerReferences", value: [ownerOfBox(box)] },
+      ]).catch(e => {
+        // Already handed over (a retry): the label is gone, so the remove fails with 422.
+        if (statusOf(e) !== 422) throw e;
+      }),
     ),
   );
 }

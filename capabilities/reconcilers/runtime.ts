@@ -1,7 +1,13 @@
 import { K8s, Log } from "pepr";
 import { WatchEvent } from "kubernetes-fluent-client";
 import { PodBox } from "../api/kinds";
-import { activeSandboxes, pausedSandboxes, warmPoolReady } from "../metrics/registry";
+import {
+  activeSandboxes,
+  pausedSandboxes,
+  reaperBoxes,
+  reaperPassDuration,
+  warmPoolReady,
+} from "../metrics/registry";
 import { startMetricsServer } from "../metrics/server";
 import { BoxCache } from "./box-cache";
 import { boxQueue, standbyIndex } from "./box-reconciler";
@@ -21,9 +27,12 @@ let reaping = false;
 export async function reaperPass(now = Date.now()): Promise<number> {
   if (reaping) return 0;
   reaping = true;
+  const started = performance.now();
   try {
     const due = boxCache.due(now);
     due.forEach(key => boxQueue.add(key));
+    reaperPassDuration.set((performance.now() - started) / 1000);
+    reaperBoxes.set(boxCache.size);
     return due.length;
   } catch (e) {
     Log.error({ error: String(e) }, "reaper pass failed");

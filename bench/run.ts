@@ -1,0 +1,287 @@
+/**
+ * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
+ * `npm run bench -- warm cold admission scale` picks some. Prints a table and saves the figures
+ * as JSON under bench/results/. Not part of `npm test`: tests never assert on time.
+ */
+import { execFileSync } from "node:child_process";
+import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { join } from "node:path";
+import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../test/integration/kube";
+import { podBox, podTemplate, TEMPLATE } from "../test/integration/lifecycle-helpers";
+
+type Stats = { n: number; p50: number; p95: number; p99: number; max: number };
+const results: Record<string, unknown> = {};
+const pick = process.argv.slice(2);
+const wanted = (name: string) => pick.length === 0 || pick.includes(name);
+
+function stats(ms: number[]): Stats {
+  const s = [...ms].sort((a, b) => a - b);
+  const q = (p: number) => s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
+  const r = (x: number) => Math.round(x * 10) / 10;
+  return { n: s.length, p50: r(q(50)), p95: r(q(95)), p99: r(q(99)), max: r(s[s.length - 1]) };
+}
+const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+const now = () => performance.now();
+
+/** Resolves per object name when `predicate` first holds for it, from one collection watch. */
+function watcher(kube: Kube, collection: string, predicate: (o: Obj) => boolean) {
+  const seen = new Map<string, number>();
+  const waiting = new Map<string, (t: number) => void>();
+  const stop = kube.watchCollection(collection, (type, o) => {
+    const name = o.metadata?.name;
+    if (type === "DELETED" || !name || seen.has(name) || !predicate(o)) return;
+    const t = now();
+    seen.set(name, t);
+    waiting.get(name)?.(t);
+  });
+  return {
+    when: (name: string) =>
+      new Promise<number>((resolve, reject) => {
+        if (seen.has(name)) return resolve(seen.get(name)!);
+        waiting.set(name, resolve);
+        setTimeout(() => reject(new Error(`timeout waiting for ${name}`)), 120_000);
+      }),
+    stop,
+  };
+}
+
+/** Waits until `ready` standby Pods of the pool are Ready in the API server (the pool's status lags). */
+async function waitPoolReady(kube: Kube, ns: string, pool: string, ready: number) {
+  for (let i = 0; i < 1500; i++) {
+    const pods = (
+      await kube.get(
+        `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`,
+      )
+    ).body.items as Obj[];
+    const n = pods.filter(
+      p =>
+        !p.metadata.deletionTimestamp &&
+        (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True"),
+    ).length;
+    if (n >= ready) return;
+    await sleep(200);
+  }
+  throw new Error(`pool ${pool} never had ${ready} ready standbys`);
+}
+
+async function benchWarm(kube: Kube, ns: string) {
+  const pool = "bench-pool";
+  await kube.mustCreate(paths.podwarmpools(ns), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name: pool },
+    spec: { templateRef: "python", replicas: 25 },
+  });
+  await waitPoolReady(kube, ns, pool, 25);
+  const w = watcher(kube, paths.podboxes(ns), o => Boolean(o.status?.podIP));
+  const claimed = (names: string[]) =>
+    Promise.all(
+      names.map(
+        async n =>
+          (await kube.get(paths.podboxes(ns, n))).body.status?.reason === "WarmPoolClaimed",
+      ),
+    );
+  const one = async (name: string) => {
+    const t0 = now();
+    await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
+    return (await w.when(name)) - t0;
+  };
+  const c1: number[] = [];
+  const c1Names: string[] = [];
+  for (let i = 0; i < 40; i++) {
+    await waitPoolReady(kube, ns, pool, 1);
+    c1Names.push(`warm-c1-${i}`);
+    c1.push(await one(`warm-c1-${i}`));
+  }
+  const c20: number[] = [];
+  const c20Names: string[] = [];
+  for (let round = 0; round < 3; round++) {
+    await waitPoolReady(kube, ns, pool, 20);
+    const names = Array.from({ length: 20 }, (_, i) => `warm-c20-${round}-${i}`);
+    c20Names.push(...names);
+    c20.push(...(await Promise.all(names.map(one))));
+  }
+  w.stop();
+  const warm1 = (await claimed(c1Names)).filter(Boolean).length;
+  const warm20 = (await claimed(c20Names)).filter(Boolean).length;
+  results.warmClaim = {
+    what: "PodBox create request -> a watching client sees status.podIP (ms)",
+    concurrency1: { ...stats(c1), claimed: warm1 },
+    concurrency20: { ...stats(c20), claimed: warm20 },
+  };
+  await kube.delete(paths.podwarmpools(ns, pool));
+}
+
+async function benchCold(kube: Kube, ns: string) {
+  const pods = watcher(kube, paths.pods(ns), () => true);
+  const running = watcher(kube, paths.podboxes(ns), o => o.status?.phase === "Running");
+  const toPod: number[] = [];
+  const toRunning: number[] = [];
+  for (let i = 0; i < 30; i++) {
+    const name = `cold-${i}`;
+    const t0 = now();
+    await kube.mustCreate(paths.podboxes(ns), podBox(name, { templateRef: "python" }));
+    toPod.push((await pods.when(name)) - t0);
+    toRunning.push((await running.when(name)) - t0);
+  }
+  pods.stop();
+  running.stop();
+  results.coldStart = {
+    what: "PodBox create request -> its Pod exists / the box is Running (ms), sequential",
+    toPod: stats(toPod),
+    toRunning: stats(toRunning),
+  };
+}
+
+async function benchAdmission(kube: Kube, ns: string) {
+  const run = async (label: string, labels: Record<string, string>) => {
+    const latencies: number[] = [];
+    const pending: Promise<void>[] = [];
+    for (let i = 0; i < 500; i++) {
+      const t0 = now();
+      pending.push(
+        kube
+          .mustCreate(paths.pods(ns), {
+            metadata: { name: `${label}-${i}`, labels },
+            spec: { containers: [{ name: "sandbox", image: "py:3" }] },
+          })
+          .then(() => void latencies.push(now() - t0)),
+      );
+      await sleep(20); // 50 creates per second
+    }
+    await Promise.all(pending);
+    return stats(latencies);
+  };
+  const plain = await run("plain", { app: "bench" });
+  const sandbox = await run("sandbox", { "pod.cubeplex.ai/template": "python" });
+  results.admission = {
+    what: "Pod create request latency at 50 creates/s (ms); sandbox Pods go through the mutate webhook",
+    plainPod: plain,
+    sandboxPod: sandbox,
+    addedByWebhook: {
+      p50: Math.round((sandbox.p50 - plain.p50) * 10) / 10,
+      p99: Math.round((sandbox.p99 - plain.p99) * 10) / 10,
+    },
+  };
+}
+
+function moduleRSSMiB(): number {
+  const out = execFileSync("ps", ["-eo", "rss=,args="], { encoding: "utf8" });
+  const line = out.split("\n").find(l => l.includes("pepr-cubepod.js"));
+  return line ? Math.round(Number(line.trim().split(/\s+/)[0]) / 1024) : NaN;
+}
+
+async function metric(name: string): Promise<string[]> {
+  const text = await fetch("http://127.0.0.1:8081/metrics").then(r => r.text());
+  return text.split("\n").filter(l => l.startsWith(name));
+}
+
+/** Requests the module sent to the API server, from the audit log (module user agent). */
+function moduleRequests(): number {
+  const file = join(CLUSTER_DIR, "logs", "audit.log");
+  if (!existsSync(file)) return NaN;
+  return readFileSync(file, "utf8")
+    .split("\n")
+    .filter(l => l.includes('"userAgent":"kubernetes-fluent-client"')).length;
+}
+
+async function benchScale(kube: Kube) {
+  const ns = await kube.namespace("bench-scale");
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
+  const running = 1200;
+  const paused = 400;
+  const pooled = 400;
+  const t0 = now();
+  await kube.mustCreate(paths.podwarmpools(ns), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name: "scale-pool" },
+    spec: { templateRef: "python", replicas: pooled },
+  });
+  const creates: Promise<unknown>[] = [];
+  for (let i = 0; i < running + paused; i++) {
+    const spec = {
+      templateRef: "python",
+      desiredState: i < running ? "Running" : "Paused",
+      idleTimeoutSeconds: 3600,
+    };
+    creates.push(kube.mustCreate(paths.podboxes(ns), podBox(`s-${i}`, spec)));
+    if (creates.length >= 20) await Promise.all(creates.splice(0));
+  }
+  await Promise.all(creates);
+  // Converged: every running box Running, the pool full.
+  for (;;) {
+    const boxes = (await kube.get(paths.podboxes(ns))).body.items as Obj[];
+    const up = boxes.filter(b => b.status?.phase === "Running").length;
+    const down = boxes.filter(b => b.status?.phase === "Paused").length;
+    const pool =
+      (await kube.get(paths.podwarmpools(ns, "scale-pool"))).body.status?.readyReplicas ?? 0;
+    if (up === running && down === paused && pool >= pooled) break;
+    await sleep(2000);
+  }
+  const converge = (now() - t0) / 1000;
+  await sleep(15_000); // let the last status echoes settle
+  const before = moduleRequests();
+  await sleep(60_000);
+  const after = moduleRequests();
+  await sleep(11_000); // one more reaper pass over the full cache
+  const reaper = await metric("cubepod_reaper_last_pass");
+  const boxes = running + paused + pooled;
+  results.scale = {
+    what: `${running} running + ${paused} paused boxes + ${pooled} pooled standbys`,
+    convergeSeconds: Math.round(converge),
+    moduleRSSMiB: moduleRSSMiB(),
+    moduleRequestsInIdleMinute: after - before,
+    apiRequestsPerIdleBoxPerMinute: Math.round(((after - before) / boxes) * 1000) / 1000,
+    reaperPass: reaper,
+  };
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+}
+
+/** One line per figure: benchmark, measure, value. */
+function printTable(): void {
+  const rows: [string, string, string][] = [];
+  const walk = (prefix: string, v: unknown) => {
+    if (v && typeof v === "object" && !Array.isArray(v)) {
+      for (const [k, x] of Object.entries(v))
+        if (k !== "what") walk(prefix ? `${prefix}.${k}` : k, x);
+    } else rows.push([prefix.split(".")[0], prefix.split(".").slice(1).join("."), String(v)]);
+  };
+  walk("", results);
+  const w = [0, 1, 2].map(i => Math.max(...rows.map(r => r[i].length), 9));
+  const line = (r: string[]) => r.map((c, i) => c.padEnd(w[i])).join("  ");
+  console.log(line(["benchmark", "measure", "value"]));
+  console.log(line(w.map(n => "-".repeat(n))));
+  rows.forEach(r => console.log(line(r)));
+  for (const [k, v] of Object.entries(results))
+    console.log(`${k}: ${(v as { what?: string }).what ?? ""}`);
+}
+
+async function main() {
+  cluster("up");
+  const kube = new Kube();
+  const ns = await kube.namespace("bench");
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
+  if (wanted("warm")) await benchWarm(kube, ns);
+  if (wanted("cold")) await benchCold(kube, ns);
+  if (wanted("admission")) await benchAdmission(kube, ns);
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  if (wanted("scale")) await benchScale(kube);
+  kube.close();
+
+  const dir = join(ROOT, "bench", "results");
+  mkdirSync(dir, { recursive: true });
+  const stamp = new Date().toISOString().replace(/[:.]/g, "-");
+  const file = join(dir, `${stamp}.json`);
+  writeFileSync(
+    file,
+    JSON.stringify({ date: new Date().toISOString(), machine: "2 cores", results }, null, 2),
+  );
+  printTable();
+  console.log(`saved ${file}`);
+}
+
+main().catch(e => {
+  console.error(e);
+  process.exit(1);
+});
