@@ -1,10 +1,11 @@
-import type { Condition } from "../api/common";
+import { DEFAULT_ENVD_PORT } from "../api/common";
 import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
 import { buildBoxPod } from "../manifests/pod";
 import { buildBoxPVCs } from "../manifests/pvcs";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
 import type { Owner } from "../manifests/types";
 import { effectiveState } from "./activity";
+import { readyCondition } from "./conditions";
 import type { BoxAction, BoxEvent, BoxObservation, BoxPlan, ObservedPod } from "./box-types";
 
 /** How long to wait before looking again at something no watch reports (a template, a parent). */
@@ -415,18 +416,17 @@ function plan(
   const prev = o.box.status ?? {};
   const envdPort = o.template?.spec.envdPort;
   const poddURL =
-    out.phase === "Running" && out.podIP ? `http://${out.podIP}:${envdPort ?? 49983}` : undefined;
-  const ready = out.phase === "Running";
-  const before = prev.conditions?.find(c => c.type === "Ready");
-  const readyCondition: Condition = {
-    type: "Ready",
-    status: ready ? "True" : "False",
-    observedGeneration: o.box.generation,
-    lastTransitionTime:
-      before && before.status === (ready ? "True" : "False") ? before.lastTransitionTime : o.now,
-    reason: out.reason,
-    message: out.message,
-  };
+    out.phase === "Running" && out.podIP
+      ? `http://${out.podIP}:${envdPort ?? DEFAULT_ENVD_PORT}`
+      : undefined;
+  const ready = readyCondition(
+    prev.conditions,
+    out.phase === "Running",
+    o.box.generation,
+    o.now,
+    out.reason,
+    out.message,
+  );
   const status: PodBoxStatus = clean({
     phase: out.phase,
     podName: out.podName,
@@ -443,7 +443,7 @@ function plan(
         ? o.now
         : latest(prev.lastActivityAt, o.box.lastActivityAnnotation)),
     observedGeneration: o.box.generation,
-    conditions: [readyCondition, ...(prev.conditions ?? []).filter(c => c.type !== "Ready")],
+    conditions: [ready, ...(prev.conditions ?? []).filter(c => c.type !== "Ready")],
   });
   const events: BoxEvent[] =
     prev.phase !== status.phase || prev.reason !== status.reason

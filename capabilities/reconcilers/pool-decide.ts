@@ -1,8 +1,8 @@
-import type { Condition } from "../api/common";
 import type { PodWarmPoolSpec, PodWarmPoolStatus } from "../api/podwarmpool";
 import { buildStandby } from "../manifests/standby";
 import type { Owner, TemplateRef } from "../manifests/types";
 import type { BoxAction } from "./box-types";
+import { readyCondition } from "./conditions";
 
 /** One standby of a pool, grouped from its Pod and PVCs by volume key. */
 export type ObservedStandby = {
@@ -155,16 +155,7 @@ function poolStatus(
   const message = !o.template
     ? `PodTemplate ${o.pool.spec.templateRef} not found`
     : `${ready}/${desired} standbys ready`;
-  const before = prev.conditions?.find(c => c.type === "Ready");
-  const condition: Condition = {
-    type: "Ready",
-    status: ok ? "True" : "False",
-    observedGeneration: o.pool.generation,
-    lastTransitionTime:
-      before && before.status === (ok ? "True" : "False") ? before.lastTransitionTime : o.now,
-    reason,
-    message,
-  };
+  const condition = readyCondition(prev.conditions, ok, o.pool.generation, o.now, reason, message);
   return {
     replicas: Math.max(0, replicas),
     readyReplicas: ready,
