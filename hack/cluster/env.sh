@@ -42,6 +42,20 @@ start() {
   log "started $name (pid $!)"
 }
 
+# Stops a component started by `start`: its whole process group gets `signal`, then, after up to
+# `tenths` tenths of a second, SIGKILL. Forgets its pid. Usage: stop NAME SIGNAL TENTHS
+stop() {
+  local name=$1 signal=$2 tenths=$3 pid
+  if alive "$name"; then
+    pid=$(cat "$PIDS/$name.pid")
+    kill "-$signal" -- "-$pid" 2>/dev/null || true
+    for _ in $(seq 1 "$tenths"); do alive "$name" || break; sleep 0.1; done
+    kill -KILL -- "-$pid" 2>/dev/null || true
+    log "stopped $name"
+  fi
+  rm -f "$PIDS/$name.pid"
+}
+
 # Waits until a command succeeds, up to $2 seconds.
 wait_for() {
   local what=$1 seconds=$2; shift 2

@@ -28,15 +28,8 @@ start)
   npx tsx "$here/harden-webhooks.ts"
   ;;
 stop)
-  if alive module; then
-    pid=$(cat "$PIDS/module.pid")
-    # SIGINT lets pepr dev remove its webhooks; then make sure the whole group is gone.
-    kill -INT -- "-$pid" 2>/dev/null || true
-    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    kill -KILL -- "-$pid" 2>/dev/null || true
-    log "stopped module"
-  fi
-  rm -f "$PIDS/module.pid"
+  # SIGINT lets pepr dev remove its webhooks; then the whole group is made sure to be gone.
+  stop module INT 50
   kubectl get --raw /readyz >/dev/null 2>&1 && webhooks_gone
   ;;
 kill)
