@@ -10,7 +10,9 @@ trap 'exit 0' INT TERM
 kubectl apply -f samples/namespace.yaml >/dev/null
 kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples/podbox.yaml
 kubectl apply -f samples/sandbox-pod.yaml
-sleep 2
+# The boxes come up through watch events; wait for them (kubectl wait watches too).
+kubectl -n cubepod-demo wait --for=jsonpath='{.status.phase}'=Running pbox --all --timeout=90s \
+  >/dev/null || echo "(some boxes are not Running yet)"
 echo
 # `podtemplates` alone is core/v1's PodTemplate: use the short name (or podtemplates.pod.cubeplex.ai).
 kubectl -n cubepod-demo get ptpl,pwp,pbox,pods,pvc -o wide
