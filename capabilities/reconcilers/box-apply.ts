@@ -2,10 +2,11 @@ import { hostname } from "node:os";
 import { K8s, kind, sdk } from "pepr";
 import type { PodBoxStatus } from "../api/podbox";
 import { PodBox } from "../api/kinds";
-import { LABEL_BOX } from "../manifests/labels";
+import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import type { BoxAction, BoxEvent } from "./box-types";
 import { isRetryable, PermanentError, statusOf } from "./errors";
-import { mergePatchStatus } from "./fast-client";
+import { kubeRequest, mergePatchStatus } from "./fast-client";
+import type { Owner } from "../manifests/types";
 import { failpoint } from "./failpoint";
 
 /** The finalizer Pepr's Finalize binding adds at admission; the reconciler removes it. */
@@ -44,18 +45,32 @@ async function apply(namespace: string, boxName: string, a: BoxAction): Promise<
       await K8s(kind.PersistentVolumeClaim).InNamespace(namespace).Delete(a.name);
       return;
     case "adoptPVC":
-      await K8s(kind.PersistentVolumeClaim, { namespace, name: a.name }).Patch([
-        { op: "add", path: "/metadata/ownerReferences", value: [a.owner] },
-        { op: "add", path: `/metadata/labels/${LABEL_BOX.replace("/", "~1")}`, value: boxName },
-      ]);
+      await takeOverPVC(namespace, a.name, a.owner, boxName);
       return;
     case "orphanPVC":
-      await K8s(kind.PersistentVolumeClaim, { namespace, name: a.name }).Patch([
-        { op: "remove", path: "/metadata/ownerReferences" },
-      ]);
+      await patchPVC(namespace, a.name, { metadata: { ownerReferences: null } });
       return;
   }
 }
+
+/**
+ * Makes a box the owner of a PVC (re-attached volumes, a claimed standby's): its ownerReference,
+ * its box label, no pool label. A merge patch, so that it holds whatever the PVC had before and
+ * a replay is harmless.
+ */
+export function takeOverPVC(namespace: string, name: string, owner: Owner, boxName: string) {
+  return patchPVC(namespace, name, {
+    metadata: { labels: { [LABEL_BOX]: boxName, [LABEL_POOL]: null }, ownerReferences: [owner] },
+  });
+}
+
+const patchPVC = (namespace: string, name: string, patch: object) =>
+  kubeRequest(
+    "PATCH",
+    `/api/v1/namespaces/${namespace}/persistentvolumeclaims/${name}`,
+    patch,
+    "application/merge-patch+json",
+  );
 
 /**
  * Writes the box's status when it differs from the stored one. A merge patch keeps fields it

@@ -4,6 +4,7 @@ import { buildBoxPod } from "../manifests/pod";
 import { buildBoxPVCs } from "../manifests/pvcs";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
 import type { Owner } from "../manifests/types";
+import { controllerRef } from "../manifests/owner";
 import { effectiveState } from "./activity";
 import { readyCondition } from "./conditions";
 import type { BoxAction, BoxEvent, BoxObservation, BoxPlan, ObservedPod } from "./box-types";
@@ -94,14 +95,7 @@ type ObservedPVCLike = BoxObservation["pvcs"][number];
 
 /** The controller ownerReference that ties a Pod or PVC to its box. */
 export function boxOwner(o: BoxObservation): Owner {
-  return {
-    apiVersion: "pod.cubeplex.ai/v1alpha1",
-    kind: "PodBox",
-    name: o.box.name,
-    uid: o.box.uid,
-    controller: true,
-    blockOwnerDeletion: true,
-  };
+  return controllerRef("PodBox", o.box.name, o.box.uid);
 }
 
 function run(o: BoxObservation): BoxPlan {

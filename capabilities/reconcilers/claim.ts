@@ -2,7 +2,8 @@ import type { PodBox } from "../api/kinds";
 import type { PodBoxStatus } from "../api/podbox";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { DEFAULT_ENVD_PORT } from "../api/common";
-import type { Owner } from "../manifests/types";
+import { controllerRef } from "../manifests/owner";
+import { takeOverPVC } from "./box-apply";
 import { statusOf } from "./errors";
 import { jsonPatch } from "./fast-client";
 import type { Standby, StandbyIndex } from "./standby-index";
@@ -21,18 +22,6 @@ export function mayClaim(box: PodBox): boolean {
       !box.status?.phase &&
       !box.metadata?.deletionTimestamp,
   );
-}
-
-/** The controller ownerReference of a box (as in box-decide). */
-export function ownerOfBox(box: PodBox): Owner {
-  return {
-    apiVersion: "pod.cubeplex.ai/v1alpha1",
-    kind: "PodBox",
-    name: box.metadata!.name!,
-    uid: box.metadata!.uid!,
-    controller: true,
-    blockOwnerDeletion: true,
-  };
 }
 
 /**
@@ -56,7 +45,11 @@ export async function claimStandby(
         { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
         { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
         { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
-        { op: "replace", path: "/metadata/ownerReferences", value: [ownerOfBox(box)] },
+        {
+          op: "replace",
+          path: "/metadata/ownerReferences",
+          value: [controllerRef("PodBox", box.metadata!.name!, box.metadata!.uid!)],
+        },
       ]);
       return s;
     } catch (e) {
@@ -104,17 +97,10 @@ export function claimedStatus(
 
 /** Hands the standby's PVCs to the box (owner and labels), after the claim. */
 export async function handOverVolumes(box: PodBox, s: Standby): Promise<void> {
-  const namespace = box.metadata!.namespace!;
+  const owner = controllerRef("PodBox", box.metadata!.name!, box.metadata!.uid!);
   await Promise.all(
     [s.rootfsPVCName, s.workspacePVCName].map(name =>
-      jsonPatch(`/api/v1/namespaces/${namespace}/persistentvolumeclaims/${name}`, [
-        { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
-        { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
-        { op: "replace", path: "/metadata/ownerReferences", value: [ownerOfBox(box)] },
-      ]).catch(e => {
-        // Already handed over (a retry): the label is gone, so the remove fails with 422.
-        if (statusOf(e) !== 422) throw e;
-      }),
+      takeOverPVC(box.metadata!.namespace!, name, owner, box.metadata!.name!),
     ),
   );
 }

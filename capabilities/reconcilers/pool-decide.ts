@@ -1,6 +1,7 @@
 import type { PodWarmPoolSpec, PodWarmPoolStatus } from "../api/podwarmpool";
 import { buildStandby } from "../manifests/standby";
 import type { Owner, TemplateRef } from "../manifests/types";
+import { controllerRef } from "../manifests/owner";
 import type { BoxAction } from "./box-types";
 import { readyCondition } from "./conditions";
 
@@ -116,14 +117,7 @@ export function decidePool(o: PoolObservation): PoolPlan {
 
 /** The controller ownerReference of a pool's standbys. */
 export function poolOwner(o: PoolObservation): Owner {
-  return {
-    apiVersion: "pod.cubeplex.ai/v1alpha1",
-    kind: "PodWarmPool",
-    name: o.pool.name,
-    uid: o.pool.uid,
-    controller: true,
-    blockOwnerDeletion: true,
-  };
+  return controllerRef("PodWarmPool", o.pool.name, o.pool.uid);
 }
 
 function standby(o: PoolObservation, name: string) {
