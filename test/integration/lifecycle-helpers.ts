@@ -1,5 +1,27 @@
 import { Kube, Obj, paths } from "./kube";
 
+/**
+ * Registers the hooks every integration file needs: before its tests, a fresh namespace holding
+ * one PodTemplate (`ready` gets the namespace and its helpers); after them, the namespace deleted.
+ */
+export function useTestNamespace(
+  kube: Kube,
+  prefix: string,
+  template: object,
+  ready: (ns: string, h: ReturnType<typeof inNamespace>) => void,
+): void {
+  let ns = "";
+  beforeAll(async () => {
+    ns = await kube.namespace(prefix);
+    ready(ns, inNamespace(kube, ns));
+    await kube.mustCreate(paths.podtemplates(ns), template);
+  });
+  afterAll(async () => {
+    await kube.delete(`/api/v1/namespaces/${ns}`);
+    kube.close();
+  });
+}
+
 /** A PodTemplate that runs anywhere: no VM runtime, Filesystem volumes. */
 export const TEMPLATE = { image: "py:3", runtimeClassName: "", volumeMode: "Filesystem" };
 

@@ -1,22 +1,19 @@
 import { Kube, Obj, paths } from "./kube";
-import { inNamespace, podTemplate, TEMPLATE } from "./lifecycle-helpers";
+import { inNamespace, podTemplate, TEMPLATE, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;
 let h: ReturnType<typeof inNamespace>;
 
-beforeAll(async () => {
-  ns = await kube.namespace("it-life");
-  h = inNamespace(kube, ns);
-  await kube.mustCreate(
-    paths.podtemplates(ns),
-    podTemplate("python", { ...TEMPLATE, egress: { enabled: true, image: "proxy:1" } }),
-  );
-});
-afterAll(async () => {
-  await kube.delete(`/api/v1/namespaces/${ns}`);
-  kube.close();
-});
+useTestNamespace(
+  kube,
+  "it-life",
+  podTemplate("python", { ...TEMPLATE, egress: { enabled: true, image: "proxy:1" } }),
+  (n, helpers) => {
+    ns = n;
+    h = helpers;
+  },
+);
 
 const claims = (pod: Obj) =>
   pod.spec.volumes.flatMap((v: Obj) =>

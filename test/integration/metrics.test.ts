@@ -1,21 +1,16 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { cluster, CLUSTER_DIR, Kube, paths } from "./kube";
-import { inNamespace, podTemplate } from "./lifecycle-helpers";
+import { inNamespace, podTemplate, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;
 let h: ReturnType<typeof inNamespace>;
 const BASE = "http://127.0.0.1:8081";
 
-beforeAll(async () => {
-  ns = await kube.namespace("it-metrics");
-  h = inNamespace(kube, ns);
-  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
-});
-afterAll(async () => {
-  await kube.delete(`/api/v1/namespaces/${ns}`);
-  kube.close();
+useTestNamespace(kube, "it-metrics", podTemplate("python"), (n, helpers) => {
+  ns = n;
+  h = helpers;
 });
 
 async function scrape(): Promise<Map<string, number>> {

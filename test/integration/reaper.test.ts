@@ -1,18 +1,13 @@
 import { Kube, Obj, paths } from "./kube";
-import { inNamespace, podTemplate } from "./lifecycle-helpers";
+import { inNamespace, podTemplate, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;
 let h: ReturnType<typeof inNamespace>;
 
-beforeAll(async () => {
-  ns = await kube.namespace("it-reaper");
-  h = inNamespace(kube, ns);
-  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
-});
-afterAll(async () => {
-  await kube.delete(`/api/v1/namespaces/${ns}`);
-  kube.close();
+useTestNamespace(kube, "it-reaper", podTemplate("python"), (n, helpers) => {
+  ns = n;
+  h = helpers;
 });
 
 const get = async (name: string) => (await kube.get(paths.podboxes(ns, name))).body as Obj;

@@ -1,18 +1,13 @@
 import { Kube, Obj, paths } from "./kube";
-import { inNamespace, podBox, podTemplate } from "./lifecycle-helpers";
+import { inNamespace, podBox, podTemplate, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;
 let h: ReturnType<typeof inNamespace>;
 
-beforeAll(async () => {
-  ns = await kube.namespace("it-pool");
-  h = inNamespace(kube, ns);
-  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
-});
-afterAll(async () => {
-  await kube.delete(`/api/v1/namespaces/${ns}`);
-  kube.close();
+useTestNamespace(kube, "it-pool", podTemplate("python"), (n, helpers) => {
+  ns = n;
+  h = helpers;
 });
 
 const createPool = (name: string, replicas: number) =>
