@@ -10,7 +10,6 @@ import {
 import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE } from "./manifests/labels";
 import {
   onBoxChange,
-  onBoxFinalize,
   onPoolChange,
   onSandboxPod,
   onStandbyPod,
@@ -42,8 +41,8 @@ When(PodWarmPool).IsCreatedOrUpdated().Validate(validateWarmPoolRequest);
 // PodBoxes must satisfy their schema, immutability, monotonic rootfsGeneration and ref rules.
 When(PodBox).IsCreatedOrUpdated().Validate(validateBoxRequest);
 
-// Every change of a PodBox is reconciled (ordered per box); the finalizer guards its cleanup.
-When(PodBox).IsCreatedOrUpdated().Reconcile(onBoxChange).Finalize(onBoxFinalize);
+// Every change of a PodBox is reconciled (ordered per box), its deletion included.
+When(PodBox).IsCreatedOrUpdated().Reconcile(onBoxChange);
 
 // Sandbox Pods (labelled with their box) report readiness, IP and deletion to their box.
 When(a.Pod).IsCreatedOrUpdated().WithLabel(LABEL_BOX).Watch(onSandboxPod);

@@ -1,7 +1,9 @@
 /**
  * Post-processes `pepr build` output:
  *  - every webhook in dist/pepr-module-<uuid>.yaml gets the sandbox-Pods-only match condition;
- *  - the watcher exposes the operator's /metrics and /healthz on :8081 (port, probe, Service);
+ *  - the watcher exposes the operator's /metrics and /healthz on :8081 (port, probe, Service),
+ *    in the module YAML and in the Helm chart;
+ *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
  *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
  *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
  *    which corrupts the CA whenever its base64 contains one of them.
@@ -15,7 +17,7 @@ import {
   hardenWebhookConfiguration,
   isWebhookConfiguration,
 } from "../capabilities/admission/webhook-policy";
-import { exposeMetrics } from "./metrics-exposure";
+import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 
 const dist = join(__dirname, "..", "dist");
 const uuid = cfg.pepr.uuid;
@@ -41,7 +43,24 @@ for (const d of out.filter(isWebhookConfiguration)) {
   if (!existsSync(path)) continue;
   writeFileSync(path, helmTemplate(stringify(d, { lineWidth: 0 })));
 }
-console.log(`postbuild: hardened webhooks in ${moduleYaml} and ${chartTemplates}`);
+// Pepr writes the package description into Chart.yaml unquoted: ours has a ": " in it, which
+// makes the chart unloadable ("mapping values are not allowed in this context").
+const chartYaml = join(dist, `${uuid}-chart`, "Chart.yaml");
+if (existsSync(chartYaml)) {
+  writeFileSync(
+    chartYaml,
+    readFileSync(chartYaml, "utf8").replace(
+      /^description: .*$/m,
+      `description: ${JSON.stringify(cfg.description)}`,
+    ),
+  );
+}
+
+if (!exposeMetricsInChart(join(dist, `${uuid}-chart`))) {
+  console.error("postbuild: the Helm chart has no watcher template to expose :8081 in");
+  process.exit(1);
+}
+console.log(`postbuild: hardened webhooks and exposed :8081 in ${moduleYaml} and the Helm chart`);
 
 /** Templating by whole lines only, so that no value (the caBundle) can be hit by accident. */
 function helmTemplate(yaml: string): string {

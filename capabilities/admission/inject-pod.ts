@@ -1,5 +1,6 @@
-import { a, K8s, PeprMutateRequest } from "pepr";
-import { CubePodTemplate } from "../api/kinds";
+import type { a, PeprMutateRequest } from "pepr";
+import type { CubePodTemplate } from "../api/kinds";
+import { getObject, paths } from "../client/resources";
 import { injectRuntime } from "../manifests/injection";
 import { LABEL_TEMPLATE } from "../manifests/labels";
 import { validatePodTemplate } from "./rules";
@@ -21,15 +22,9 @@ export async function injectSandboxPod(req: PeprMutateRequest<a.Pod>): Promise<v
 
 async function getTemplateSpec(namespace: string, name: string) {
   const where = `label ${LABEL_TEMPLATE}=${JSON.stringify(name)}`;
-  let tpl: CubePodTemplate;
-  try {
-    tpl = await K8s(CubePodTemplate).InNamespace(namespace).Get(name);
-  } catch (e) {
-    if ((e as { status?: number }).status === 404) {
-      throw new Error(`PodTemplate "${name}" not found in namespace "${namespace}" (${where})`);
-    }
-    throw e;
-  }
+  const tpl = await getObject<CubePodTemplate>(paths.podTemplates(namespace, name));
+  if (!tpl)
+    throw new Error(`PodTemplate "${name}" not found in namespace "${namespace}" (${where})`);
   const verdict = validatePodTemplate(tpl.spec);
   if (!verdict.ok) {
     throw new Error(`PodTemplate "${name}" is invalid (${where}): ${verdict.errors.join("; ")}`);

@@ -1,5 +1,6 @@
-import { a, K8s, PeprValidateRequest } from "pepr";
-import { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import type { a, PeprValidateRequest } from "pepr";
+import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import { getObject, paths } from "../client/resources";
 import { validatePodBox, validatePodTemplate, validatePodWarmPool, Verdict } from "./rules";
 
 type Req<T extends a.GenericKind> = PeprValidateRequest<T>;
@@ -46,11 +47,6 @@ export async function validateBoxRequest(req: Req<PodBox>) {
 }
 
 async function poolTemplate(namespace: string, pool: string): Promise<string | undefined> {
-  try {
-    return (await K8s(PodWarmPool).InNamespace(namespace).Get(pool)).spec?.templateRef;
-  } catch (e) {
-    // A pool that does not exist yet is fine (GitOps applies in any order); the reconciler reports it.
-    if ((e as { status?: number }).status === 404) return undefined;
-    throw e;
-  }
+  // A pool that does not exist yet is fine (GitOps applies in any order); the reconciler reports it.
+  return (await getObject<PodWarmPool>(paths.podWarmPools(namespace, pool)))?.spec?.templateRef;
 }

@@ -17,3 +17,11 @@ export const ANNOTATION_COPY_FROM = `${GROUP}/copy-from`;
 export const ANNOTATION_INJECTED = `${GROUP}/injected`;
 
 export type VolumeRole = "rootfs" | "workspace";
+
+/**
+ * The finalizer that holds a deleted box until its Pod is gone and its volumes are deleted or
+ * orphaned. The reconciler adds it itself before it creates anything for the box (a claim, right
+ * after the box status): Pepr's `Finalize` would add it through a mutating webhook, one more
+ * webhook call on every create and update of a box.
+ */
+export const FINALIZER = `${GROUP}/cleanup`;

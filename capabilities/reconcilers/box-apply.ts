@@ -1,16 +1,24 @@
 import { hostname } from "node:os";
-import { K8s, kind, sdk } from "pepr";
+import { API_VERSION } from "../api/common";
 import type { PodBoxStatus } from "../api/podbox";
-import { PodBox } from "../api/kinds";
-import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
+import type { PodBox } from "../api/kinds";
+import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import type { BoxAction, BoxEvent } from "./box-types";
 import { isRetryable, PermanentError, statusOf } from "./errors";
-import { kubeRequest, mergePatchStatus } from "./fast-client";
+import { kubeRequest } from "../client/fast-client";
+import {
+  createObject,
+  deleteObject,
+  jsonPatch,
+  mergePatch,
+  mergePatchStatus,
+  paths,
+} from "../client/resources";
 import type { Owner } from "../manifests/types";
 import { failpoint } from "./failpoint";
 
-/** The finalizer Pepr's Finalize binding adds at admission; the reconciler removes it. */
-export const FINALIZER = "pepr.dev/finalizer";
+/** The finalizer of earlier versions (Pepr's `Finalize`): removed along with ours. */
+const LEGACY_FINALIZERS = ["pepr.dev/finalizer"];
 
 /**
  * Applies one action. Creating what exists (409) and deleting what is gone (404) count as done,
@@ -33,16 +41,16 @@ export async function applyAction(namespace: string, boxName: string, a: BoxActi
 async function apply(namespace: string, boxName: string, a: BoxAction): Promise<void> {
   switch (a.type) {
     case "createPVC":
-      await K8s(kind.PersistentVolumeClaim).Create(a.pvc as kind.PersistentVolumeClaim);
+      await createObject(paths.pvcs(namespace), a.pvc);
       return;
     case "createPod":
-      await K8s(kind.Pod).Create(a.pod as kind.Pod);
+      await createObject(paths.pods(namespace), a.pod);
       return;
     case "deletePod":
-      await K8s(kind.Pod).InNamespace(namespace).Delete(a.name);
+      await deleteObject(paths.pods(namespace, a.name));
       return;
     case "deletePVC":
-      await K8s(kind.PersistentVolumeClaim).InNamespace(namespace).Delete(a.name);
+      await deleteObject(paths.pvcs(namespace, a.name));
       return;
     case "adoptPVC":
       await takeOverPVC(namespace, a.name, a.owner, boxName);
@@ -65,12 +73,7 @@ export function takeOverPVC(namespace: string, name: string, owner: Owner, boxNa
 }
 
 const patchPVC = (namespace: string, name: string, patch: object) =>
-  kubeRequest(
-    "PATCH",
-    `/api/v1/namespaces/${namespace}/persistentvolumeclaims/${name}`,
-    patch,
-    "application/merge-patch+json",
-  );
+  mergePatch(paths.pvcs(namespace, name), patch);
 
 /**
  * Writes the box's status when it differs from the stored one. A merge patch keeps fields it
@@ -82,34 +85,59 @@ export async function writeStatus(box: PodBox, status: PodBoxStatus): Promise<st
   if (sameJSON(before, status)) return undefined;
   const patch: Record<string, unknown> = { ...status };
   for (const k of Object.keys(before)) if (!(k in status)) patch[k] = null;
-  const path = `/apis/pod.cubeplex.ai/v1alpha1/namespaces/${box.metadata!.namespace}/podboxes/${box.metadata!.name}`;
+  const path = paths.podBoxes(box.metadata!.namespace!, box.metadata!.name!);
   const updated = await mergePatchStatus<PodBox>(path, patch);
   return updated.metadata?.resourceVersion;
+}
+
+/** True when the box carries the cleanup finalizer (or is being deleted: none may be added). */
+export const hasFinalizer = (box: PodBox) =>
+  Boolean(box.metadata?.deletionTimestamp) || (box.metadata?.finalizers ?? []).includes(FINALIZER);
+
+/**
+ * Adds the cleanup finalizer. A server-side apply of that one list entry: `finalizers` is a set,
+ * so the API server merges it with everyone else's, with no read and no conflict to retry.
+ */
+export async function addFinalizer(box: PodBox): Promise<void> {
+  const { namespace, name } = box.metadata!;
+  await kubeRequest(
+    "PATCH",
+    `${paths.podBoxes(namespace!, name!)}?fieldManager=cubepod`,
+    { apiVersion: API_VERSION, kind: "PodBox", metadata: { name, finalizers: [FINALIZER] } },
+    "application/apply-patch+yaml",
+  );
 }
 
 /** Removes the finalizer, guarded by a test of the list read, so a concurrent change is not lost. */
 export async function removeFinalizer(box: PodBox): Promise<void> {
   const finalizers = box.metadata?.finalizers ?? [];
-  if (!finalizers.includes(FINALIZER)) return;
-  await K8s(PodBox, { namespace: box.metadata!.namespace, name: box.metadata!.name }).Patch([
+  const ours = [FINALIZER, ...LEGACY_FINALIZERS];
+  if (!finalizers.some(f => ours.includes(f))) return;
+  await jsonPatch(paths.podBoxes(box.metadata!.namespace!, box.metadata!.name!), [
     { op: "test", path: "/metadata/finalizers", value: finalizers },
-    { op: "replace", path: "/metadata/finalizers", value: finalizers.filter(f => f !== FINALIZER) },
+    {
+      op: "replace",
+      path: "/metadata/finalizers",
+      value: finalizers.filter(f => !ours.includes(f)),
+    },
   ]);
 }
 
 /** Records a Kubernetes Event on the box; a lost event must not fail the reconcile. */
 export async function recordEvent(box: PodBox, e: BoxEvent): Promise<void> {
   try {
-    await sdk.writeEvent(
-      box,
-      { message: e.message },
-      {
-        eventType: e.type,
-        eventReason: e.reason,
-        reportingComponent: "cubepod",
-        reportingInstance: hostname(),
-      },
-    );
+    const { namespace, name, uid } = box.metadata!;
+    await createObject(paths.events(namespace!), {
+      metadata: { namespace, generateName: `${name}.` },
+      involvedObject: { apiVersion: API_VERSION, kind: "PodBox", name, namespace, uid },
+      type: e.type,
+      reason: e.reason,
+      message: e.message,
+      firstTimestamp: new Date().toISOString(),
+      source: { component: "cubepod" },
+      reportingComponent: "cubepod",
+      reportingInstance: hostname(),
+    });
   } catch {
     // Events are best effort: the status carries the same information.
   }

@@ -239,10 +239,13 @@ function run(o: BoxObservation): BoxPlan {
   }
 
   if (pod && isRunning(pod)) {
+    // A box that is already Running for this reason keeps the message its transition wrote
+    // (a claim names its standby): rewriting it would cost a status write and change nothing.
+    const keep = prev.phase === "Running" && prev.reason === reason && prev.message;
     return plan(o, actions, {
       ...runningFields(pod, volumes, target),
       reason,
-      message: runningMessage(reason, target),
+      message: keep ? prev.message! : runningMessage(reason, target),
     });
   }
   const failed = livePods.find(p => p.phase === "Failed" || p.phase === "Succeeded");

@@ -1,6 +1,7 @@
-import { K8s, kind } from "pepr";
+import type { kind } from "pepr";
 import { podBoxSpecSchema } from "../api/podbox";
-import { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import { getObject, listObjects, paths } from "../client/resources";
 import { validatePodTemplate } from "../admission/rules";
 import {
   LABEL_BOX,
@@ -11,11 +12,11 @@ import {
 import { ANNOTATION_LAST_ACTIVITY } from "./activity";
 import type { TemplateRef } from "../manifests/types";
 import type { BoxObservation, ObservedParent, ObservedPod, ObservedPVC } from "./box-types";
-import { PermanentError, statusOf } from "./errors";
+import { PermanentError } from "./errors";
 
 /** The PodBox, or undefined when it is gone. */
 export async function getBox(namespace: string, name: string): Promise<PodBox | undefined> {
-  return orUndefined(K8s(PodBox).InNamespace(namespace).Get(name));
+  return getObject<PodBox>(paths.podBoxes(namespace, name));
 }
 
 /**
@@ -35,17 +36,17 @@ export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObse
   const needParent = Boolean(spec.forkFrom) && status.rootfsGeneration === undefined;
 
   const pvcsWithLabel = (label: string, value: string) =>
-    K8s(kind.PersistentVolumeClaim).InNamespace(namespace).WithLabel(label, value).Get();
+    listObjects<kind.PersistentVolumeClaim>(paths.pvcs(namespace), `${label}=${value}`);
   const [template, pods, pvcs, kept, parent] = await Promise.all([
     getTemplate(namespace, spec.templateRef, spec.warmPoolRef),
-    K8s(kind.Pod).InNamespace(namespace).WithLabel(LABEL_BOX, name).Get(),
+    listObjects<kind.Pod>(paths.pods(namespace), `${LABEL_BOX}=${name}`),
     pvcsWithLabel(LABEL_BOX, name),
     spec.volumeKey ? pvcsWithLabel(LABEL_VOLUME_KEY, spec.volumeKey) : undefined,
     needParent ? getParent(namespace, spec.forkFrom!) : Promise.resolve(undefined),
   ]);
-  const all = new Map(pvcs.items.concat(kept?.items ?? []).map(p => [p.metadata!.name!, p]));
+  const all = new Map(pvcs.concat(kept ?? []).map(p => [p.metadata!.name!, p]));
   // A claimed standby's Pod whose PVCs still carry the pool's labels.
-  const podKeys = new Set(pods.items.map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]));
+  const podKeys = new Set(pods.map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]));
   for (const k of podKeys) {
     if (
       !k ||
@@ -53,7 +54,7 @@ export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObse
       [...all.values()].some(p => p.metadata?.labels?.[LABEL_VOLUME_KEY] === k)
     )
       continue;
-    for (const p of (await pvcsWithLabel(LABEL_VOLUME_KEY, k)).items) all.set(p.metadata!.name!, p);
+    for (const p of await pvcsWithLabel(LABEL_VOLUME_KEY, k)) all.set(p.metadata!.name!, p);
   }
 
   return {
@@ -68,7 +69,7 @@ export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObse
       lastActivityAnnotation: box.metadata?.annotations?.[ANNOTATION_LAST_ACTIVITY],
     },
     template,
-    pods: pods.items.map(toPod),
+    pods: pods.map(toPod),
     pvcs: [...all.values()].flatMap(p => toPVC(p, uid)),
     parent,
     now: now.toISOString().replace(/\.\d+Z$/, "Z"),
@@ -82,11 +83,11 @@ async function getTemplate(
 ): Promise<TemplateRef | undefined> {
   let name = templateRef;
   if (!name && warmPoolRef) {
-    const pool = await orUndefined(K8s(PodWarmPool).InNamespace(namespace).Get(warmPoolRef));
+    const pool = await getObject<PodWarmPool>(paths.podWarmPools(namespace, warmPoolRef));
     name = pool?.spec?.templateRef;
   }
   if (!name) return undefined;
-  const tpl = await orUndefined(K8s(CubePodTemplate).InNamespace(namespace).Get(name));
+  const tpl = await getObject<CubePodTemplate>(paths.podTemplates(namespace, name));
   if (!tpl) return undefined;
   const verdict = validatePodTemplate(tpl.spec);
   if (!verdict.ok)
@@ -95,7 +96,7 @@ async function getTemplate(
 }
 
 async function getParent(namespace: string, name: string): Promise<ObservedParent> {
-  const parent = await orUndefined(K8s(PodBox).InNamespace(namespace).Get(name));
+  const parent = await getObject<PodBox>(paths.podBoxes(namespace, name));
   if (!parent) return { state: "missing" };
   if (parent.metadata?.deletionTimestamp) return { state: "deleting" };
   const { rootfsPVCName, workspacePVCName } = parent.status ?? {};
@@ -140,14 +141,4 @@ function toPVC(p: kind.PersistentVolumeClaim, boxUid: string): ObservedPVC[] {
             : "other",
     },
   ];
-}
-
-/** The object, or undefined on 404. */
-export async function orUndefined<T>(p: Promise<T>): Promise<T | undefined> {
-  try {
-    return await p;
-  } catch (e) {
-    if (statusOf(e) === 404) return undefined;
-    throw e;
-  }
 }

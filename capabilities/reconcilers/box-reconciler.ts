@@ -7,11 +7,19 @@ import {
   reconcileErrors,
 } from "../metrics/registry";
 import { decideBox } from "./box-decide";
-import { applyAction, recordEvent, removeFinalizer, writeStatus } from "./box-apply";
-import { claimedStatus, claimStandby, handOverVolumes, mayClaim } from "./claim";
+import {
+  addFinalizer,
+  applyAction,
+  hasFinalizer,
+  recordEvent,
+  removeFinalizer,
+  writeStatus,
+} from "./box-apply";
+import { claimStandby, handOverVolumes } from "./claim";
+import { claimedStatus, mayClaim } from "./claim-decide";
 import { describeError, PermanentError } from "./errors";
 import { getBox, observeBox } from "./box-observe";
-import { poolHashes, poolQueue, REPLENISH_DELAY_MS } from "./pool-reconciler";
+import { poolHashes, replenishSoon } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
 import { StandbyIndex } from "./standby-index";
 
@@ -22,6 +30,11 @@ export const boxKey = (namespace: string, name: string) => `${namespace}/${name}
 const ownWrites = new Map<string, string>();
 /** New boxes that may claim a standby, as their watch event brought them, and when. */
 const claimHints = new Map<string, { box: PodBox; at: number }>();
+/**
+ * UIDs of boxes that tried to claim, until a watch event shows their status: a box claims at most
+ * once, at its first event (a later one would race its own cold start).
+ */
+const claiming = new Set<string>();
 /** The ready standbys of every pool, fed by the watch on pool Pods. */
 export const standbyIndex = new StandbyIndex();
 
@@ -36,7 +49,7 @@ export const standbyIndex = new StandbyIndex();
 export async function reconcileBox(key: string): Promise<WorkResult> {
   const hint = claimHints.get(key);
   claimHints.delete(key);
-  if (hint && mayClaim(hint.box)) {
+  if (hint && mayClaim(hint.box) && !claiming.has(hint.box.metadata!.uid!)) {
     // Claims jump the queue; one that finds no standby goes back to wait its turn for a cold start.
     if (await claim(key, hint.box, hint.at)) return;
     return { requeueAfterMs: 0 };
@@ -50,6 +63,8 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
   }
   const end = reconcileDuration.startTimer({ kind: "PodBox" });
   try {
+    // Before anything is created for the box, so that a deletion always finds it held.
+    if (!hasFinalizer(box)) await addFinalizer(box);
     const observation = await observeBox(box);
     const plan = decideBox(observation);
     for (const action of plan.actions) await applyAction(namespace, name, action);
@@ -79,22 +94,29 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
   }
 }
 
-/** The warm claim: true when the box now runs on a standby. */
+/**
+ * The warm claim: true when the box now runs on a standby. The critical path is two writes, the
+ * standby's Pod and then the box status. The finalizer follows, then the PVC handover (only once
+ * the finalizer holds the box, so that a box deleted at once leaves the volumes to the pool, not
+ * to garbage collection), and the Event is not waited for.
+ */
 async function claim(key: string, box: PodBox, since: number): Promise<boolean> {
   const namespace = box.metadata!.namespace!;
   const pool = box.spec!.warmPoolRef!;
   const poolKey = `${namespace}/${pool}`;
   const current = poolHashes.get(poolKey);
+  claiming.add(box.metadata!.uid!);
   const standby = await claimStandby(box, standbyIndex, current?.hash);
+  replenishSoon(poolKey);
   if (!standby) return false;
   const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
   const rv = await writeStatus(box, claimedStatus(box, standby, current?.envdPort ?? 0, now));
   if (rv) ownWrites.set(key, rv);
   claimDuration.observe((performance.now() - since) / 1000);
   countTransition("WarmPoolClaimed", { namespace, pool });
-  poolQueue.addAfter(poolKey, REPLENISH_DELAY_MS);
+  if (!hasFinalizer(box)) await addFinalizer(box);
   await handOverVolumes(box, standby);
-  await recordEvent(box, {
+  void recordEvent(box, {
     type: "Normal",
     reason: "WarmPoolClaimed",
     message: `Running: claimed warm standby ${standby.name} of PodWarmPool ${pool}`,
@@ -105,6 +127,7 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
 /** The queue every event about a box goes through. */
 export const boxQueue = new KeyedQueue(reconcileBox, {
   concurrency: Number(process.env.CUBEPOD_RECONCILE_CONCURRENCY ?? 8),
+  urgentConcurrency: Number(process.env.CUBEPOD_CLAIM_CONCURRENCY ?? 16),
   baseDelayMs: 200,
   maxDelayMs: 30_000,
   onError: (key, error, attempt, retryInMs) => {
@@ -119,8 +142,9 @@ export const boxQueue = new KeyedQueue(reconcileBox, {
 /** Enqueues the box of a watch event, unless the event is the echo of our own status write. */
 export function enqueueBox(box: PodBox): void {
   const key = boxKey(box.metadata!.namespace!, box.metadata!.name!);
+  if (box.status?.phase || box.metadata?.deletionTimestamp) claiming.delete(box.metadata!.uid!);
   if (ownWrites.get(key) === box.metadata?.resourceVersion) return;
-  if (mayClaim(box)) {
+  if (mayClaim(box) && !claiming.has(box.metadata!.uid!)) {
     claimHints.set(key, { box, at: performance.now() });
     boxQueue.addFirst(key);
   } else {

@@ -1,23 +1,14 @@
-import { a, K8s } from "pepr";
-import { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import type { a } from "pepr";
+import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import { listObjects, paths } from "../client/resources";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { boxKey, boxQueue, enqueueBox, standbyIndex } from "./box-reconciler";
-import { poolQueue, REPLENISH_DELAY_MS } from "./pool-reconciler";
+import { poolQueue, replenishSoon } from "./pool-reconciler";
 import { reaperPass } from "./runtime";
 
 /** Reconcile binding of PodBox: every change of a box goes through its queue lane. */
 export async function onBoxChange(box: PodBox): Promise<void> {
   enqueueBox(box);
-}
-
-/**
- * Finalize binding of PodBox. Pepr calls it only on MODIFIED events of a box being deleted, which
- * a restarted module may never see; so it only makes sure the box is reconciled, and the
- * reconciler itself removes the finalizer once the API server shows the cleanup done.
- */
-export async function onBoxFinalize(box: PodBox): Promise<boolean> {
-  boxQueue.add(boxKey(box.metadata!.namespace!, box.metadata!.name!));
-  return false;
 }
 
 /** Watch of sandbox Pods: a Pod's phase, IP and deletion drive its box. */
@@ -31,13 +22,13 @@ export async function onTemplateChange(tpl: CubePodTemplate): Promise<void> {
   const namespace = tpl.metadata!.namespace!;
   const name = tpl.metadata!.name;
   const [boxes, pools] = await Promise.all([
-    K8s(PodBox).InNamespace(namespace).Get(),
-    K8s(PodWarmPool).InNamespace(namespace).Get(),
+    listObjects<PodBox>(paths.podBoxes(namespace)),
+    listObjects<PodWarmPool>(paths.podWarmPools(namespace)),
   ]);
-  for (const box of boxes.items) {
+  for (const box of boxes) {
     if (box.spec?.templateRef === name) boxQueue.add(boxKey(namespace, box.metadata!.name!));
   }
-  for (const pool of pools.items) {
+  for (const pool of pools) {
     if (pool.spec?.templateRef === name) poolQueue.add(boxKey(namespace, pool.metadata!.name!));
   }
 }
@@ -61,7 +52,7 @@ export async function onStandbyPodGone(pod: a.Pod): Promise<void> {
 
 function wakePool(pod: a.Pod): void {
   const pool = pod.metadata?.labels?.[LABEL_POOL];
-  if (pool) poolQueue.addAfter(boxKey(pod.metadata!.namespace!, pool), REPLENISH_DELAY_MS);
+  if (pool) replenishSoon(boxKey(pod.metadata!.namespace!, pool));
 }
 
 /** The reaper's schedule (see runtime.ts). */

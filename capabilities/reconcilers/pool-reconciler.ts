@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { K8s, kind, Log } from "pepr";
-import { CubePodTemplate, PodWarmPool } from "../api/kinds";
+import { kind, Log } from "pepr";
+import type { CubePodTemplate, PodWarmPool } from "../api/kinds";
+import { getObject, listObjects, mergePatchStatus, paths } from "../client/resources";
 import type { PodWarmPoolStatus } from "../api/podwarmpool";
 import { podWarmPoolSpecSchema } from "../api/podwarmpool";
 import { validatePodTemplate } from "../admission/rules";
@@ -13,7 +14,6 @@ import {
 import { templateHash } from "../manifests/template-hash";
 import { reconcileDuration, reconcileErrors } from "../metrics/registry";
 import { applyAction, sameJSON } from "./box-apply";
-import { orUndefined } from "./box-observe";
 import { describeError } from "./errors";
 import { decidePool, ObservedStandby, PoolObservation } from "./pool-decide";
 import { KeyedQueue, WorkResult } from "./queue";
@@ -27,9 +27,9 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
   const name = pool.metadata!.name!;
   const spec = podWarmPoolSpecSchema.parse(pool.spec);
   const [tpl, pods, pvcs] = await Promise.all([
-    orUndefined(K8s(CubePodTemplate).InNamespace(namespace).Get(spec.templateRef)),
-    K8s(kind.Pod).InNamespace(namespace).WithLabel(LABEL_POOL, name).Get(),
-    K8s(kind.PersistentVolumeClaim).InNamespace(namespace).WithLabel(LABEL_POOL, name).Get(),
+    getObject<CubePodTemplate>(paths.podTemplates(namespace, spec.templateRef)),
+    listObjects<kind.Pod>(paths.pods(namespace), `${LABEL_POOL}=${name}`),
+    listObjects<kind.PersistentVolumeClaim>(paths.pvcs(namespace), `${LABEL_POOL}=${name}`),
   ]);
   const verdict = tpl ? validatePodTemplate(tpl.spec) : undefined;
   const template = verdict?.ok ? { name: spec.templateRef, spec: verdict.spec } : undefined;
@@ -40,7 +40,7 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
     standbys.set(key, s);
     return s;
   };
-  for (const p of pvcs.items) {
+  for (const p of pvcs) {
     const key = p.metadata?.labels?.[LABEL_VOLUME_KEY];
     const role = p.metadata?.labels?.[LABEL_VOLUME];
     if (!key || (role !== "rootfs" && role !== "workspace")) continue;
@@ -52,7 +52,7 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
       deleting: Boolean(p.metadata?.deletionTimestamp),
     });
   }
-  for (const p of pods.items) {
+  for (const p of pods) {
     const s = entry(p.metadata!.name!);
     s.templateHash = p.metadata?.labels?.[LABEL_TEMPLATE_HASH] ?? s.templateHash;
     s.pod = {
@@ -65,11 +65,8 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
   }
   // PVCs whose Pod left the pool: a box claimed it and will take the PVCs over; not ours now.
   for (const s of [...standbys.values()].filter(s => !s.pod)) {
-    const claimed = await K8s(kind.Pod)
-      .InNamespace(namespace)
-      .WithLabel(LABEL_VOLUME_KEY, s.name)
-      .Get();
-    if (claimed.items.length > 0) standbys.delete(s.name);
+    const claimed = await listObjects(paths.pods(namespace), `${LABEL_VOLUME_KEY}=${s.name}`);
+    if (claimed.length > 0) standbys.delete(s.name);
   }
 
   const hash = template ? templateHash(template.spec) : undefined;
@@ -96,7 +93,7 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
 /** One reconcile of a pool: observe, decide, apply, write the status when it changed. */
 export async function reconcilePool(key: string): Promise<WorkResult> {
   const [namespace, name] = key.split("/");
-  const pool = await orUndefined(K8s(PodWarmPool).InNamespace(namespace).Get(name));
+  const pool = await getObject<PodWarmPool>(paths.podWarmPools(namespace, name));
   if (!pool || pool.metadata?.deletionTimestamp) {
     poolHashes.delete(key);
     return;
@@ -110,10 +107,7 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
     const plan = decidePool(o);
     for (const a of plan.actions) await applyAction(namespace, name, a);
     if (!sameJSON(pool.status ?? {}, plan.status)) {
-      await K8s(PodWarmPool).PatchStatus({
-        metadata: { name, namespace },
-        status: plan.status as PodWarmPoolStatus,
-      });
+      await mergePatchStatus(paths.podWarmPools(namespace, name), plan.status as PodWarmPoolStatus);
     }
   } finally {
     end();
@@ -135,7 +129,15 @@ export const poolQueue = new KeyedQueue(reconcilePool, {
 });
 
 /**
- * After a claim or a standby event, the pool is replenished a moment later rather than at once, so
- * that a burst of claims is not slowed by standby creation competing for the API server.
+ * After claims (taken or found the pool empty) and standby events, the pool is replenished once
+ * they have been quiet for a moment, and at the latest a few seconds after the first: a burst of
+ * claims is not slowed by standby creation competing for the API server, and the standbys made
+ * during a burst do not go to its last boxes at random (the burst's split stays what the pool had).
  */
 export const REPLENISH_DELAY_MS = Number(process.env.CUBEPOD_REPLENISH_DELAY_MS ?? 1000);
+const REPLENISH_MAX_DELAY_MS = Number(process.env.CUBEPOD_REPLENISH_MAX_DELAY_MS ?? 5000);
+
+/** Asks for the pool's reconcile once claims and standby events for it have gone quiet. */
+export function replenishSoon(poolKey: string): void {
+  poolQueue.addWhenQuiet(poolKey, REPLENISH_DELAY_MS, REPLENISH_MAX_DELAY_MS);
+}

@@ -4,6 +4,11 @@ export type WorkResult = { requeueAfterMs?: number } | void;
 export type QueueOptions = {
   /** Keys handled at once, across all keys. */
   concurrency: number;
+  /**
+   * Extra runs allowed for keys added with {@link KeyedQueue.addFirst} while every regular slot
+   * is busy: a warm claim is two short writes and must not wait for a cold start's reads.
+   */
+  urgentConcurrency?: number;
   /** First retry delay after a failure; doubles per consecutive failure of the key. */
   baseDelayMs: number;
   maxDelayMs: number;
@@ -23,9 +28,10 @@ export type QueueOptions = {
 export class KeyedQueue {
   readonly #waiting: string[] = [];
   readonly #queued = new Set<string>();
+  readonly #urgent = new Set<string>();
   readonly #running = new Set<string>();
   readonly #dirty = new Set<string>();
-  readonly #timers = new Map<string, { at: number; timer: NodeJS.Timeout }>();
+  readonly #timers = new Map<string, { at: number; timer: NodeJS.Timeout; deadline?: number }>();
   readonly #failures = new Map<string, number>();
   #idle: (() => void)[] = [];
 
@@ -39,7 +45,10 @@ export class KeyedQueue {
     this.#enqueue(key, false);
   }
 
-  /** Like {@link add}, but ahead of every waiting key (a warm claim must not wait behind cold starts). */
+  /**
+   * Like {@link add}, but ahead of every waiting key, and allowed the extra urgent slots (a warm
+   * claim must not wait behind cold starts).
+   */
   addFirst(key: string): void {
     this.#enqueue(key, true);
   }
@@ -55,6 +64,7 @@ export class KeyedQueue {
     }
     this.#clearTimer(key);
     this.#queued.add(key);
+    if (first) this.#urgent.add(key);
     if (first) this.#waiting.unshift(key);
     else this.#waiting.push(key);
     this.#pump();
@@ -72,6 +82,26 @@ export class KeyedQueue {
     }, ms);
     timer.unref();
     this.#timers.set(key, { at, timer });
+  }
+
+  /**
+   * Asks for a run of `key` once `quietMs` have passed without another such request, and at the
+   * latest `maxWaitMs` after the first of them (a trailing debounce): a burst of requests gives
+   * one run after it. An earlier plain {@link addAfter} request for the key wins.
+   */
+  addWhenQuiet(key: string, quietMs: number, maxWaitMs: number): void {
+    const now = Date.now();
+    const existing = this.#timers.get(key);
+    const deadline = existing?.deadline ?? now + maxWaitMs;
+    const at = Math.min(now + quietMs, deadline);
+    if (existing && existing.deadline === undefined && existing.at <= at) return;
+    this.#clearTimer(key);
+    const timer = setTimeout(() => {
+      this.#timers.delete(key);
+      this.add(key);
+    }, at - now);
+    timer.unref();
+    this.#timers.set(key, { at, timer, deadline });
   }
 
   /** Keys waiting or running, and keys with a retry or requeue timer. */
@@ -95,9 +125,13 @@ export class KeyedQueue {
   }
 
   #pump(): void {
-    while (this.#running.size < this.opts.concurrency && this.#waiting.length > 0) {
+    // Urgent keys are at the head of the line, so the extra slots only ever go to them.
+    const limit = (key: string) =>
+      this.opts.concurrency + (this.#urgent.has(key) ? (this.opts.urgentConcurrency ?? 0) : 0);
+    while (this.#waiting.length > 0 && this.#running.size < limit(this.#waiting[0])) {
       const key = this.#waiting.shift()!;
       this.#queued.delete(key);
+      this.#urgent.delete(key);
       this.#running.add(key);
       void this.#run(key);
     }

@@ -10,6 +10,8 @@ import {
 } from "../metrics/registry";
 import { startMetricsServer } from "../metrics/server";
 import { BoxCache } from "./box-cache";
+import { KubeError } from "../client/fast-client";
+import { getObject, paths } from "../client/resources";
 import { boxQueue, standbyIndex } from "./box-reconciler";
 
 /** What the reaper and the gauges read of every box; fed by {@link startRuntime}'s watch. */
@@ -50,10 +52,11 @@ export async function reaperPass(now = Date.now()): Promise<number> {
 async function watchHealth(): Promise<{ ok: boolean; detail: string }> {
   if (!watchState.connected) return { ok: false, detail: watchState.detail };
   try {
-    const probe = K8s(PodBox).InNamespace("kube-system").Get("cubepod-healthz");
+    // Any HTTP answer (a 404 here) shows the API server is there.
+    const probe = getObject(paths.podBoxes("kube-system", "cubepod-healthz"));
     await Promise.race([
       probe.catch(e => {
-        if ((e as { status?: number }).status === undefined) throw e;
+        if (!(e instanceof KubeError)) throw e;
       }),
       new Promise((_, reject) => setTimeout(() => reject(new Error("no answer in 2 s")), 2000)),
     ]);

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl and kwok from the Go module proxy,
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm from the Go module proxy,
 # at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
 # not rebuilt. Usage: hack/cluster/build.sh
 set -euo pipefail
@@ -45,6 +45,13 @@ if ! stamp_ok kwok "$KWOK_VERSION"; then
   [ -d "$src/kustomize/stage/node/heartbeat" ] && cp -r "$src/kustomize/stage/node/heartbeat" "$CUBEPOD_BIN/kwok-stages/node-heartbeat"
   chmod -R u+w "$CUBEPOD_BIN/kwok-stages"
   stamp kwok "$KWOK_VERSION"
+fi
+
+# --- helm (renders the generated chart in the tests) ----------------------------------------
+if ! stamp_ok helm "$HELM_VERSION"; then
+  log "building helm $HELM_VERSION"
+  GOBIN=$CUBEPOD_BIN go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
+  stamp helm "$HELM_VERSION"
 fi
 
 # --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------

@@ -2,6 +2,8 @@
 K8S_VERSION=v1.35.4
 ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
+# Only to render the generated Helm chart in tests.
+HELM_VERSION=v3.22.0
 # Where binaries and Go caches live: outside the work tree, reused by later runs and CI.
 CUBEPOD_CACHE=${CUBEPOD_CACHE:-$HOME/.cache/cubepod}
 CUBEPOD_BIN=$CUBEPOD_CACHE/bin

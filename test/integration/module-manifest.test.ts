@@ -6,11 +6,30 @@ import { parseAllDocuments, stringify } from "yaml";
 import { KUBECONFIG, ROOT } from "./kube";
 
 const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
-const kubectl = join(
+const chart = join(ROOT, "dist", "cubepod-chart");
+const bin = join(
   process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
   "bin",
-  "kubectl",
 );
+const kubectl = join(bin, "kubectl");
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+type Doc = Record<string, any>;
+
+/**
+ * Creates the documents in a server-side dry run, under renamed copies so that the dry run
+ * creates rather than merges into what pepr dev registered; returns kubectl's output.
+ */
+function dryRun(docs: Doc[]): string {
+  const renamed = docs
+    .filter(d => d.kind !== "Namespace")
+    .map(d => ({ ...d, metadata: { ...d.metadata, name: `${d.metadata.name}-dryrun` } }));
+  const file = join(mkdtempSync(join(tmpdir(), "cubepod-")), "module.yaml");
+  writeFileSync(file, renamed.map(d => stringify(d)).join("---\n"));
+  return execFileSync(kubectl, ["create", "--dry-run=server", "-f", file], {
+    encoding: "utf8",
+    env: { ...process.env, KUBECONFIG },
+  });
+}
 
 beforeAll(() => {
   if (!existsSync(manifest))
@@ -19,17 +38,7 @@ beforeAll(() => {
 
 describe("the deployable module manifest (npm run build)", () => {
   it("is accepted by the API server, match conditions included (server-side dry run)", () => {
-    // Renamed copies, so that the dry run creates rather than merges into what pepr dev registered.
-    const docs = parseAllDocuments(readFileSync(manifest, "utf8"))
-      .map(d => d.toJS())
-      .filter(d => d.kind !== "Namespace")
-      .map(d => ({ ...d, metadata: { ...d.metadata, name: `${d.metadata.name}-dryrun` } }));
-    const file = join(mkdtempSync(join(tmpdir(), "cubepod-")), "module.yaml");
-    writeFileSync(file, docs.map(d => stringify(d)).join("---\n"));
-    const out = execFileSync(kubectl, ["create", "--dry-run=server", "-f", file], {
-      encoding: "utf8",
-      env: { ...process.env, KUBECONFIG },
-    });
+    const out = dryRun(parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS()));
     expect(out).toContain(
       "mutatingwebhookconfiguration.admissionregistration.k8s.io/pepr-cubepod-dryrun created (server dry run)",
     );
@@ -54,5 +63,55 @@ describe("the deployable module manifest (npm run build)", () => {
         "cubepod-sandbox-pods-only",
       ]);
     }
+  });
+});
+
+describe("the Helm chart (npm run build), rendered by helm template", () => {
+  const docs = () =>
+    parseAllDocuments(
+      execFileSync(join(bin, "helm"), ["template", "cubepod", chart], { encoding: "utf8" }),
+    )
+      .map(d => d.toJS() as Doc | null)
+      .filter((d): d is Doc => Boolean(d));
+
+  it("exposes /metrics and /healthz on the watcher's :8081, with a Service to scrape", () => {
+    const rendered = docs();
+    const watcher = rendered.find(
+      d => d.kind === "Deployment" && d.metadata.name === "pepr-cubepod-watcher",
+    )!;
+    const container = watcher.spec.template.spec.containers[0];
+    expect(container.ports).toContainEqual({
+      name: "cubepod-metrics",
+      containerPort: 8081,
+      protocol: "TCP",
+    });
+    expect(container.livenessProbe.httpGet).toEqual({
+      path: "/healthz",
+      port: 8081,
+      scheme: "HTTP",
+    });
+    const service = rendered.find(
+      d => d.kind === "Service" && d.metadata.name === "pepr-cubepod-watcher-metrics",
+    )!;
+    expect(service.spec.selector).toEqual(watcher.spec.selector.matchLabels);
+    expect(service.spec.ports).toEqual([
+      { name: "metrics", port: 8081, targetPort: "cubepod-metrics", protocol: "TCP" },
+    ]);
+  });
+
+  it("is accepted by the API server, webhooks with their match conditions included", () => {
+    const rendered = docs();
+    const webhooks = rendered.filter(
+      d => d.kind === "MutatingWebhookConfiguration" || d.kind === "ValidatingWebhookConfiguration",
+    );
+    expect(webhooks).toHaveLength(2);
+    for (const w of webhooks.flatMap(d => d.webhooks)) {
+      expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual([
+        "cubepod-sandbox-pods-only",
+      ]);
+    }
+    const out = dryRun(rendered);
+    expect(out).toContain("deployment.apps/pepr-cubepod-watcher-dryrun created (server dry run)");
+    expect(out).toContain("service/pepr-cubepod-watcher-metrics-dryrun created (server dry run)");
   });
 });

@@ -5,6 +5,10 @@ import type {
   ObservedPod,
   ObservedPVC,
 } from "../../capabilities/reconcilers/box-types";
+import {
+  claimedStatus as statusOfClaim,
+  mayClaim,
+} from "../../capabilities/reconcilers/claim-decide";
 import { template } from "./fixtures";
 
 const NOW = "2026-11-30T10:00:00Z";
@@ -666,6 +670,49 @@ describe("decideBox: a claimed warm standby", () => {
       created?.type === "createPod" &&
         created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName),
     ).toEqual(["pool-x1-rootfs-g1", "pool-x1-workspace"]);
+  });
+
+  it("writes nothing after the claim: the claim's own status is what it decides", () => {
+    const standby = {
+      name: "pool-x1",
+      pool: "pool",
+      namespace: "ns",
+      podIP: "127.64.0.7",
+      resourceVersion: "7",
+      templateHash: "h",
+      rootfsPVCName: "pool-x1-rootfs-g1",
+      workspacePVCName: "pool-x1-workspace",
+    };
+    const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1", generation: 4 } };
+    const written = statusOfClaim(box, standby, 0, EARLIER);
+    for (const owner of ["pool", "this"] as const) {
+      const p = decideBox(
+        obs({
+          spec: { warmPoolRef: "pool" },
+          status: written,
+          pvcs: claimedPVCs(owner),
+          pods: [claimedPod],
+        }),
+      );
+      expect(p.status).toEqual(written);
+      expect(p.events).toEqual([]);
+    }
+  });
+
+  it("lets only a new box of a pool claim, and only before its cold start began", () => {
+    const box = (spec: object, metadata: object = {}, status: object = {}) =>
+      ({ metadata: { name: "b", uid: "u", ...metadata }, spec, status }) as never;
+    expect(mayClaim(box({ warmPoolRef: "pool" }))).toBe(true);
+    expect(mayClaim(box({ templateRef: "python" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool", forkFrom: "parent" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool", volumeKey: "kept" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool", desiredState: "Paused" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool" }, {}, { phase: "Pending" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool" }, { deletionTimestamp: NOW }))).toBe(false);
+    // The finalizer without a status: the reconciler has started creating the box's own volumes.
+    const started = { finalizers: ["pod.cubeplex.ai/cleanup"] };
+    expect(mayClaim(box({ warmPoolRef: "pool" }, started))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool" }, { finalizers: ["other.io/hold"] }))).toBe(true);
   });
 
   it("refuses pool PVCs its Pod does not mount", () => {

@@ -53,6 +53,54 @@ describe("KeyedQueue", () => {
     expect(most).toBe(2);
   });
 
+  it("gives keys added first the urgent slots when the regular ones are busy", async () => {
+    const started: string[] = [];
+    const releases: (() => void)[] = [];
+    const q = new KeyedQueue(
+      async key => {
+        started.push(key);
+        await new Promise<void>(r => releases.push(r));
+      },
+      { ...opts, concurrency: 1, urgentConcurrency: 2 },
+    );
+    q.add("cold-1");
+    q.add("cold-2");
+    q.addFirst("claim-1");
+    q.addFirst("claim-2");
+    q.addFirst("claim-3");
+    await tick();
+    // One regular slot (cold-1), two urgent ones; cold-2 and claim-3 wait.
+    expect(started).toEqual(["cold-1", "claim-1", "claim-2"]);
+    releases.shift()!();
+    await tick();
+    expect(started).toEqual(["cold-1", "claim-1", "claim-2", "claim-3"]);
+    while (releases.length > 0) {
+      releases.shift()!();
+      await tick();
+    }
+    await q.idle();
+    expect(started).toHaveLength(5);
+  });
+
+  it("runs a key once after a burst of quiet-requests, and no later than the longest wait", async () => {
+    const runs: number[] = [];
+    const start = Date.now();
+    const q = new KeyedQueue(async () => void runs.push(Date.now() - start), opts);
+    for (let i = 0; i < 4; i++) {
+      q.addWhenQuiet("pool", 30, 1000);
+      await tick(10);
+    }
+    await until(() => runs.length === 1);
+    // Quiet 30 ms after the last of four requests 10 ms apart.
+    expect(runs[0]).toBeGreaterThanOrEqual(60);
+    // Requests that never go quiet still get a run within the longest wait.
+    for (let i = 0; i < 12; i++) {
+      q.addWhenQuiet("capped", 30, 50);
+      await tick(10);
+    }
+    expect(runs.length).toBeGreaterThanOrEqual(2);
+  });
+
   it("retries a failing key with growing delays until it succeeds", async () => {
     const attempts: number[] = [];
     let calls = 0;

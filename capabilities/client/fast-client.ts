@@ -3,10 +3,11 @@ import { KubeConfig } from "@kubernetes/client-node";
 import { Agent, Headers, request } from "undici";
 
 /**
- * A minimal API client with one keep-alive connection pool, for the hot paths (warm claims,
- * status writes). kubernetes-fluent-client 3.11.6 reads the kubeconfig and builds a new undici
- * Agent for every request, so each call pays a TLS handshake: measured here at 15-25 ms per write
- * against 3-10 ms spent in the API server. Credentials come from the same kubeconfig or in-cluster
+ * A minimal API client with one keep-alive connection pool, used for every request the module
+ * makes (Pepr's and our watches aside). kubernetes-fluent-client 3.11.6 reads the kubeconfig and
+ * builds a new undici Agent for every request, so each call pays a TLS handshake: measured here
+ * at 15-25 ms per write against 3-10 ms spent in the API server, and the handshakes' CPU slowed
+ * everything else on the machine. Credentials come from the same kubeconfig or in-cluster
  * service account, re-read every 5 minutes so that a rotated token is picked up.
  */
 type Connection = { agent: Agent; server: string; headers: Record<string, string>; at: number };

@@ -1,0 +1,45 @@
+import { jsonPatch, KubeError, kubeRequest, mergePatchStatus } from "./fast-client";
+
+const GROUP = "/apis/pod.cubeplex.ai/v1alpha1";
+
+/** Namespaced collection and object paths of the kinds the module reads and writes. */
+const path = (base: string, plural: string) => (namespace: string, name?: string) =>
+  `${base}/namespaces/${namespace}/${plural}${name ? `/${encodeURIComponent(name)}` : ""}`;
+
+export const paths = {
+  pods: path("/api/v1", "pods"),
+  pvcs: path("/api/v1", "persistentvolumeclaims"),
+  events: path("/api/v1", "events"),
+  podBoxes: path(GROUP, "podboxes"),
+  podWarmPools: path(GROUP, "podwarmpools"),
+  podTemplates: path(GROUP, "podtemplates"),
+};
+
+/** The object at `path`, or undefined when it does not exist (404). */
+export async function getObject<T>(path: string): Promise<T | undefined> {
+  try {
+    return await kubeRequest<T>("GET", path);
+  } catch (e) {
+    if (e instanceof KubeError && e.status === 404) return undefined;
+    throw e;
+  }
+}
+
+/** The items of a collection, optionally narrowed by a label selector (`key=value`, ...). */
+export async function listObjects<T>(path: string, labelSelector?: string): Promise<T[]> {
+  const query = labelSelector ? `?labelSelector=${encodeURIComponent(labelSelector)}` : "";
+  const list = await kubeRequest<{ items?: T[] }>("GET", `${path}${query}`);
+  return list.items ?? [];
+}
+
+/** Creates an object in a collection; resolves with the stored object. */
+export const createObject = <T>(path: string, obj: T) => kubeRequest<T>("POST", path, obj);
+
+/** Deletes the object at `path` (background propagation, the API server's default). */
+export const deleteObject = (path: string) => kubeRequest("DELETE", path);
+
+/** A merge patch (RFC 7386) of an object. */
+export const mergePatch = <T = unknown>(path: string, patch: object) =>
+  kubeRequest<T>("PATCH", path, patch, "application/merge-patch+json");
+
+export { jsonPatch, mergePatchStatus };

@@ -1,0 +1,59 @@
+import { DEFAULT_ENVD_PORT } from "../api/common";
+import type { PodBox } from "../api/kinds";
+import type { PodBoxStatus } from "../api/podbox";
+import { FINALIZER } from "../manifests/labels";
+import type { Standby } from "./standby-index";
+
+/* The pure half of a warm claim (which box may claim, the status it gets); claim.ts applies it. */
+
+/**
+ * True for a box that may claim a standby: new, meant to run, nothing of its own to keep. A box
+ * with the cleanup finalizer but no status has begun a cold start (the reconciler adds it before
+ * creating anything; a claim adds it only after the box status), so it must not claim any more.
+ */
+export function mayClaim(box: PodBox): boolean {
+  const spec = box.spec;
+  return Boolean(
+    spec?.warmPoolRef &&
+      !spec.forkFrom &&
+      !spec.volumeKey &&
+      (spec.desiredState ?? "Running") === "Running" &&
+      (spec.rootfsGeneration ?? 1) === 1 &&
+      !box.status?.phase &&
+      !box.metadata?.deletionTimestamp &&
+      !(box.metadata?.finalizers ?? []).includes(FINALIZER),
+  );
+}
+
+/** The status of a box that has just claimed a standby: Running at once, on the standby's IP. */
+export function claimedStatus(
+  box: PodBox,
+  s: Standby,
+  envdPort: number,
+  now: string,
+): PodBoxStatus {
+  const message = `claimed warm standby ${s.name} of PodWarmPool ${s.pool}`;
+  return {
+    phase: "Running",
+    podName: s.name,
+    podIP: s.podIP,
+    poddURL: `http://${s.podIP}:${envdPort || DEFAULT_ENVD_PORT}`,
+    rootfsPVCName: s.rootfsPVCName,
+    workspacePVCName: s.workspacePVCName,
+    rootfsGeneration: 1,
+    reason: "WarmPoolClaimed",
+    message,
+    lastActivityAt: now,
+    observedGeneration: box.metadata?.generation,
+    conditions: [
+      {
+        type: "Ready",
+        status: "True",
+        observedGeneration: box.metadata?.generation,
+        lastTransitionTime: now,
+        reason: "WarmPoolClaimed",
+        message,
+      },
+    ],
+  };
+}
