@@ -176,6 +176,12 @@ async function metric(name: string): Promise<string[]> {
   return text.split("\n").filter(l => l.startsWith(name));
 }
 
+/** A byte-valued metric of the module, in MiB. */
+async function metricMiB(name: string): Promise<number> {
+  const line = (await metric(name)).find(l => l.startsWith(`${name} `));
+  return line ? Math.round(Number(line.split(" ")[1]) / 1048576) : NaN;
+}
+
 /** Requests the module sent to the API server, from the audit log (module user agent). */
 function moduleRequests(): number {
   const file = join(CLUSTER_DIR, "logs", "audit.log");
@@ -231,6 +237,8 @@ async function benchScale(kube: Kube) {
     what: `${running} running + ${paused} paused boxes + ${pooled} pooled standbys`,
     convergeSeconds: Math.round(converge),
     moduleRSSMiB: moduleRSSMiB(),
+    moduleHeapUsedMiB: await metricMiB("nodejs_heap_size_used_bytes"),
+    moduleExternalMiB: await metricMiB("nodejs_external_memory_bytes"),
     moduleRequestsInIdleMinute: after - before,
     apiRequestsPerIdleBoxPerMinute: Math.round(((after - before) / boxes) * 1000) / 1000,
     reaperPass: reaper,

@@ -1,3 +1,4 @@
+import { GROUP } from "../api/common";
 import { LABEL_TEMPLATE } from "../manifests/labels";
 
 /**
@@ -7,9 +8,9 @@ import { LABEL_TEMPLATE } from "../manifests/labels";
  * sends it only sandbox Pods (those labelled with a PodTemplate); every other request of the
  * webhook's rules (the CubePod kinds) still goes through. Unlabelled Pods never reach CubePod.
  *
- * Only CREATE and UPDATE are sent: Pepr's Finalize registers its mutation for every operation,
- * which would make a PodBox impossible to delete while the module is down, although the
- * finalizer exists precisely so that such a deletion is cleaned up later.
+ * Only CREATE and UPDATE are sent: no rule of the module concerns other operations, and a
+ * binding that registered for every operation (Pepr's `Finalize` does) would make objects
+ * impossible to delete while the module is down.
  */
 export const SANDBOX_PODS_ONLY = {
   name: "cubepod-sandbox-pods-only",
@@ -18,6 +19,22 @@ export const SANDBOX_PODS_ONLY = {
     `(request.resource.group != "" || request.resource.resource != "pods" || ` +
     `(object != null && has(object.metadata.labels) && "${LABEL_TEMPLATE}" in object.metadata.labels))`,
 };
+
+/**
+ * Updates of the CubePod kinds that leave `spec` as it was (the finalizer, labels, the activity
+ * annotation a gateway bumps) are not sent either: every rule the module checks is about the
+ * spec. They cost no webhook call, and they go through while the module is down.
+ */
+export const SPEC_CHANGES_ONLY = {
+  name: "cubepod-spec-changes-only",
+  expression:
+    `request.operation != "UPDATE" || request.resource.group != "${GROUP}" || ` +
+    `!has(object.spec) || !has(oldObject.spec) || object.spec != oldObject.spec`,
+};
+
+/** The match conditions every CubePod webhook gets, in order. */
+export const MATCH_CONDITIONS = [SANDBOX_PODS_ONLY, SPEC_CHANGES_ONLY];
+const OURS = MATCH_CONDITIONS.map(c => c.name);
 
 type Webhook = { name: string; matchConditions?: { name: string; expression: string }[] };
 type WebhookConfiguration = { kind?: string; webhooks?: Webhook[] };
@@ -29,21 +46,21 @@ export function isWebhookConfiguration(obj: { kind?: string } | null | undefined
   );
 }
 
-/** Returns the configuration with {@link SANDBOX_PODS_ONLY} on every webhook (idempotent). */
+/** Returns the configuration with {@link MATCH_CONDITIONS} on every webhook (idempotent). */
 export function hardenWebhookConfiguration<T extends WebhookConfiguration>(cfg: T): T {
   return {
     ...cfg,
     webhooks: (cfg.webhooks ?? []).map(w => ({
       ...w,
       matchConditions: [
-        ...(w.matchConditions ?? []).filter(c => c.name !== SANDBOX_PODS_ONLY.name),
-        SANDBOX_PODS_ONLY,
+        ...(w.matchConditions ?? []).filter(c => !OURS.includes(c.name)),
+        ...MATCH_CONDITIONS,
       ],
     })),
   };
 }
 
-/** A strategic-merge patch adding the match condition to live webhooks with these names. */
+/** A strategic-merge patch adding the match conditions to live webhooks with these names. */
 export function hardeningPatch(webhookNames: string[]) {
-  return { webhooks: webhookNames.map(name => ({ name, matchConditions: [SANDBOX_PODS_ONLY] })) };
+  return { webhooks: webhookNames.map(name => ({ name, matchConditions: MATCH_CONDITIONS })) };
 }

@@ -64,9 +64,12 @@ describe("metrics and health on :8081 (plain HTTP)", () => {
     expect(await r.text()).toBe("ok: watching PodBoxes\n");
   });
 
-  it("/metrics has every CubePod metric", async () => {
+  it("/metrics has every CubePod metric, and the process's own", async () => {
     const text = await (await fetch(`${BASE}/metrics`)).text();
     for (const name of [
+      "process_resident_memory_bytes",
+      "nodejs_heap_size_used_bytes",
+      "nodejs_eventloop_lag_p99_seconds",
       "cubepod_active_sandboxes",
       "cubepod_paused_sandboxes",
       "cubepod_warmpool_ready",

@@ -11,6 +11,12 @@ beforeAll(async () => {
     metadata: { name: "python" },
     spec: { image: "py:3" },
   });
+  await kube.mustCreate(paths.podboxes(ns), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodBox",
+    metadata: { name: "box" },
+    spec: { templateRef: "python" },
+  });
   // As a crash would: the process is gone, its webhook configurations stay registered.
   cluster("module", "kill");
 });
@@ -49,5 +55,21 @@ describe("while the module is down", () => {
     expect(r.status).toBe(500);
     expect(r.body.message).toContain('failed calling webhook "pepr-cubepod.pepr.dev"');
     expect((await kube.get(paths.pods(ns, "sandbox"))).status).toBe(404);
+  });
+
+  it("lets a gateway record activity on a PodBox: a metadata-only update is never sent", async () => {
+    const r = await kube.mergePatch(paths.podboxes(ns, "box"), {
+      metadata: { annotations: { "pod.cubeplex.ai/last-activity": new Date().toISOString() } },
+    });
+    expect(r.status).toBe(200);
+  });
+
+  it("fails closed for a change of a PodBox spec: it must be validated", async () => {
+    const r = await kube.mergePatch(paths.podboxes(ns, "box"), {
+      spec: { desiredState: "Paused" },
+    });
+    expect(r.status).toBe(500);
+    expect(r.body.message).toContain('failed calling webhook "pepr-cubepod.pepr.dev"');
+    expect((await kube.get(paths.podboxes(ns, "box"))).body.spec.desiredState).not.toBe("Paused");
   });
 });

@@ -61,6 +61,7 @@ describe("the deployable module manifest (npm run build)", () => {
       expect(w.failurePolicy).toBe("Fail");
       expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual([
         "cubepod-sandbox-pods-only",
+        "cubepod-spec-changes-only",
       ]);
     }
   });
@@ -108,6 +109,7 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     for (const w of webhooks.flatMap(d => d.webhooks)) {
       expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual([
         "cubepod-sandbox-pods-only",
+        "cubepod-spec-changes-only",
       ]);
     }
     const out = dryRun(rendered);

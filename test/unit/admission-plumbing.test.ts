@@ -3,7 +3,9 @@ import {
   hardenWebhookConfiguration,
   hardeningPatch,
   isWebhookConfiguration,
+  MATCH_CONDITIONS,
   SANDBOX_PODS_ONLY,
+  SPEC_CHANGES_ONLY,
 } from "../../capabilities/admission/webhook-policy";
 
 describe("hardenWebhookConfiguration", () => {
@@ -12,9 +14,12 @@ describe("hardenWebhookConfiguration", () => {
     webhooks: [{ name: "pepr-cubepod.pepr.dev", failurePolicy: "Fail" }],
   };
 
-  it("adds the sandbox-Pods-only match condition to every webhook, once", () => {
+  it("adds the sandbox-Pods-only and spec-changes-only match conditions to every webhook, once", () => {
     const once = hardenWebhookConfiguration(cfg);
-    expect(once.webhooks[0]).toEqual({ ...cfg.webhooks[0], matchConditions: [SANDBOX_PODS_ONLY] });
+    expect(once.webhooks[0]).toEqual({
+      ...cfg.webhooks[0],
+      matchConditions: [SANDBOX_PODS_ONLY, SPEC_CHANGES_ONLY],
+    });
     expect(hardenWebhookConfiguration(once)).toEqual(once);
     expect(cfg.webhooks[0]).not.toHaveProperty("matchConditions");
   });
@@ -30,7 +35,7 @@ describe("hardenWebhookConfiguration", () => {
 
   it("builds the live patch and recognises webhook configurations", () => {
     expect(hardeningPatch(["a"])).toEqual({
-      webhooks: [{ name: "a", matchConditions: [SANDBOX_PODS_ONLY] }],
+      webhooks: [{ name: "a", matchConditions: MATCH_CONDITIONS }],
     });
     expect(isWebhookConfiguration({ kind: "ValidatingWebhookConfiguration" })).toBe(true);
     expect(isWebhookConfiguration({ kind: "Deployment" })).toBe(false);
