@@ -84,8 +84,8 @@ export async function kubeRequest<T = unknown>(
 }
 
 /** A JSON patch (RFC 6902) of one object. */
-export const jsonPatch = (path: string, ops: object[]) =>
-  kubeRequest("PATCH", path, ops, "application/json-patch+json");
+export const jsonPatch = <T = unknown>(path: string, ops: object[]) =>
+  kubeRequest<T>("PATCH", path, ops, "application/json-patch+json");
 
 /** A merge patch of an object's status subresource. */
 export const mergePatchStatus = <T>(path: string, status: unknown) =>

@@ -97,15 +97,17 @@ export const hasFinalizer = (box: PodBox) =>
 /**
  * Adds the cleanup finalizer. A server-side apply of that one list entry: `finalizers` is a set,
  * so the API server merges it with everyone else's, with no read and no conflict to retry.
+ * Returns the box's new resourceVersion.
  */
-export async function addFinalizer(box: PodBox): Promise<void> {
+export async function addFinalizer(box: PodBox): Promise<string | undefined> {
   const { namespace, name } = box.metadata!;
-  await kubeRequest(
+  const updated = await kubeRequest<PodBox>(
     "PATCH",
     `${paths.podBoxes(namespace!, name!)}?fieldManager=cubepod`,
     { apiVersion: API_VERSION, kind: "PodBox", metadata: { name, finalizers: [FINALIZER] } },
     "application/apply-patch+yaml",
   );
+  return updated.metadata?.resourceVersion;
 }
 
 /** Removes the finalizer, guarded by a test of the list read, so a concurrent change is not lost. */

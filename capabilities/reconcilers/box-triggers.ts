@@ -2,7 +2,7 @@ import type { a } from "pepr";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import { listObjects, paths } from "../client/resources";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
-import { boxKey, boxQueue, enqueueBox, standbyIndex } from "./box-reconciler";
+import { boxKey, boxQueue, enqueueBox, enqueueBoxOfPod, standbyIndex } from "./box-reconciler";
 import { poolQueue, replenishSoon } from "./pool-reconciler";
 import { reaperPass } from "./runtime";
 
@@ -14,7 +14,7 @@ export async function onBoxChange(box: PodBox): Promise<void> {
 /** Watch of sandbox Pods: a Pod's phase, IP and deletion drive its box. */
 export async function onSandboxPod(pod: a.Pod): Promise<void> {
   const box = pod.metadata?.labels?.[LABEL_BOX];
-  if (box && pod.metadata?.namespace) boxQueue.add(boxKey(pod.metadata.namespace, box));
+  if (box && pod.metadata?.namespace) enqueueBoxOfPod(pod.metadata.namespace, box, pod);
 }
 
 /** Watch of PodTemplates: its boxes look again, its pools replace their stale standbys. */

@@ -19,23 +19,26 @@ export async function claimStandby(
   index: StandbyIndex,
   templateHash: string | undefined,
   attempts = 5,
-): Promise<Standby | undefined> {
+): Promise<{ standby: Standby; podVersion?: string } | undefined> {
   const namespace = box.metadata!.namespace!;
   for (let i = 0; i < attempts; i++) {
     const s = index.take(namespace, box.spec!.warmPoolRef!, templateHash);
     if (!s) return undefined;
     try {
-      await jsonPatch(paths.pods(namespace, s.name), [
-        { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
-        { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
-        { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
-        {
-          op: "replace",
-          path: "/metadata/ownerReferences",
-          value: [controllerRef("PodBox", box.metadata!.name!, box.metadata!.uid!)],
-        },
-      ]);
-      return s;
+      const pod = await jsonPatch<{ metadata?: { resourceVersion?: string } }>(
+        paths.pods(namespace, s.name),
+        [
+          { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
+          { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
+          { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
+          {
+            op: "replace",
+            path: "/metadata/ownerReferences",
+            value: [controllerRef("PodBox", box.metadata!.name!, box.metadata!.uid!)],
+          },
+        ],
+      );
+      return { standby: s, podVersion: pod.metadata?.resourceVersion };
     } catch (e) {
       // 422: the test failed (someone else changed or claimed it); 404/409: gone or conflicting.
       const code = statusOf(e);

@@ -72,6 +72,10 @@ describe("PodWarmPool, observed in the API server", () => {
       paths.pvcs(ns, box.status.workspacePVCName),
       o => o?.metadata.ownerReferences?.[0]?.uid === created.metadata.uid,
     );
+    // The PVCs are handed over only once the box holds its cleanup finalizer.
+    expect((await get(paths.podboxes(ns, "claimer"))).metadata.finalizers).toEqual([
+      "pod.cubeplex.ai/cleanup",
+    ]);
     const rootfs = await get(paths.pvcs(ns, box.status.rootfsPVCName));
     expect(rootfs.metadata.ownerReferences[0].uid).toBe(created.metadata.uid);
     expect(rootfs.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
