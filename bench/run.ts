@@ -93,6 +93,15 @@ async function benchWarm(kube: Kube, ns: string) {
     c1Names.push(`warm-c1-${i}`);
     c1.push(await one(`warm-c1-${i}`));
   }
+  // The claim path alone: before each claim the pool is full again and its replenishment done.
+  const quiet: number[] = [];
+  const quietNames: string[] = [];
+  for (let i = 0; i < 20; i++) {
+    await waitPoolReady(kube, ns, pool, 25);
+    await sleep(1500);
+    quietNames.push(`warm-quiet-${i}`);
+    quiet.push(await one(`warm-quiet-${i}`));
+  }
   const c20: number[] = [];
   const c20Names: string[] = [];
   for (let round = 0; round < 3; round++) {
@@ -104,9 +113,11 @@ async function benchWarm(kube: Kube, ns: string) {
   w.stop();
   const warm1 = (await claimed(c1Names)).filter(Boolean).length;
   const warm20 = (await claimed(c20Names)).filter(Boolean).length;
+  const warmQuiet = (await claimed(quietNames)).filter(Boolean).length;
   results.warmClaim = {
     what: "PodBox create request -> a watching client sees status.podIP (ms)",
     concurrency1: { ...stats(c1), claimed: warm1 },
+    concurrency1QuietPool: { ...stats(quiet), claimed: warmQuiet },
     concurrency20: { ...stats(c20), claimed: warm20 },
   };
   await kube.delete(paths.podwarmpools(ns, pool));
