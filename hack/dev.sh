@@ -10,6 +10,10 @@ trap 'exit 0' INT TERM
 kubectl apply -f samples/namespace.yaml >/dev/null
 kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples/podbox.yaml
 kubectl apply -f samples/sandbox-pod.yaml
+# A session starting again counts as activity, as a gateway would record it: sample boxes the
+# reaper paused while nobody used them (idleTimeoutSeconds) resume. Metadata only: no webhook call.
+kubectl -n cubepod-demo annotate pbox --all --overwrite \
+  "pod.cubeplex.ai/last-activity=$(date -u +%Y-%m-%dT%H:%M:%SZ)" >/dev/null
 # The boxes come up through watch events; wait for them (kubectl wait watches too).
 kubectl -n cubepod-demo wait --for=jsonpath='{.status.phase}'=Running pbox --all --timeout=90s \
   >/dev/null || echo "(some boxes are not Running yet)"
