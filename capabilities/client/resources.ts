@@ -35,8 +35,19 @@ export async function listObjects<T>(path: string, labelSelector?: string): Prom
 /** Creates an object in a collection; resolves with the stored object. */
 export const createObject = <T>(path: string, obj: T) => kubeRequest<T>("POST", path, obj);
 
-/** Deletes the object at `path` (background propagation, the API server's default). */
-export const deleteObject = (path: string) => kubeRequest("DELETE", path);
+/**
+ * Deletes the object at `path` (background propagation, the API server's default); with a
+ * resourceVersion, only if the object is still at it (else 409 Conflict).
+ */
+export const deleteObject = (path: string, resourceVersion?: string) =>
+  kubeRequest("DELETE", path, resourceVersion ? deleteOptions(resourceVersion) : undefined);
+
+/** DeleteOptions with a resourceVersion precondition. */
+export const deleteOptions = (resourceVersion: string) => ({
+  apiVersion: "v1",
+  kind: "DeleteOptions",
+  preconditions: { resourceVersion },
+});
 
 /** A merge patch (RFC 7386) of an object. */
 export const mergePatch = <T = unknown>(path: string, patch: object) =>

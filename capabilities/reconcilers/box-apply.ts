@@ -47,7 +47,7 @@ async function apply(namespace: string, boxName: string, a: BoxAction): Promise<
       await createObject(paths.pods(namespace), a.pod);
       return;
     case "deletePod":
-      await deleteObject(paths.pods(namespace, a.name));
+      await deleteObject(paths.pods(namespace, a.name), a.resourceVersion);
       return;
     case "deletePVC":
       await deleteObject(paths.pvcs(namespace, a.name));

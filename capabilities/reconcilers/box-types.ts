@@ -61,7 +61,11 @@ export type BoxObservation = {
 export type BoxAction =
   | { type: "createPVC"; pvc: V1PersistentVolumeClaim }
   | { type: "createPod"; pod: V1Pod }
-  | { type: "deletePod"; name: string }
+  /**
+   * With a resourceVersion, the delete holds only while the Pod is as observed: a pool removing a
+   * standby must not delete one a box claimed meanwhile.
+   */
+  | { type: "deletePod"; name: string; resourceVersion?: string }
   | { type: "deletePVC"; name: string }
   /** Make the box the PVC's owner (re-attached volumes). */
   | { type: "adoptPVC"; name: string; owner: Owner }

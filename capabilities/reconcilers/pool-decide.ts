@@ -9,7 +9,14 @@ import { readyCondition } from "./conditions";
 export type ObservedStandby = {
   name: string;
   templateHash?: string;
-  pod?: { name: string; phase?: string; ready: boolean; podIP?: string; deleting: boolean };
+  pod?: {
+    name: string;
+    phase?: string;
+    ready: boolean;
+    podIP?: string;
+    deleting: boolean;
+    resourceVersion?: string;
+  };
   pvcs: { name: string; role: "rootfs" | "workspace"; deleting: boolean }[];
 };
 
@@ -58,7 +65,12 @@ export function decidePool(o: PoolObservation): PoolPlan {
   const removed = new Set<ObservedStandby>();
   const remove = (s: ObservedStandby) => {
     removed.add(s);
-    if (s.pod && !s.pod.deleting) actions.push({ type: "deletePod", name: s.pod.name });
+    // A claim may take the standby between this observation and the delete: the delete is
+    // conditional on the Pod's resourceVersion, and a failed one ends this reconcile (its PVCs
+    // are then left alone) to be retried on a fresh observation.
+    if (s.pod && !s.pod.deleting) {
+      actions.push({ type: "deletePod", name: s.pod.name, resourceVersion: s.pod.resourceVersion });
+    }
     for (const p of s.pvcs) if (!p.deleting) actions.push({ type: "deletePVC", name: p.name });
   };
 

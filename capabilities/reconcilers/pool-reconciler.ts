@@ -61,6 +61,7 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
       podIP: p.status?.podIP,
       ready: (p.status?.conditions ?? []).some(c => c.type === "Ready" && c.status === "True"),
       deleting: Boolean(p.metadata?.deletionTimestamp),
+      resourceVersion: p.metadata?.resourceVersion,
     };
   }
   // PVCs whose Pod left the pool: a box claimed it and will take the PVCs over; not ours now.

@@ -43,6 +43,7 @@ const standby = (
           ready: opts.ready ?? true,
           podIP: opts.ready === false ? undefined : "127.64.0.9",
           deleting: false,
+          resourceVersion: `rv-${name}`,
         },
   pvcs: [
     { name: `${name}-rootfs-g1`, role: "rootfs", deleting: false },
@@ -118,6 +119,11 @@ describe("decidePool", () => {
       "deletePVC a-rootfs-g1",
       "deletePVC a-workspace",
     ]);
+  });
+
+  it("deletes a standby's Pod only as observed (a claim may take it meanwhile), before its PVCs", () => {
+    const p = decidePool(obs(0, [standby("a")]));
+    expect(p.actions[0]).toEqual({ type: "deletePod", name: "a", resourceVersion: "rv-a" });
   });
 
   it("scales to zero", () => {
