@@ -193,13 +193,19 @@ async function metricMiB(name: string): Promise<number> {
   return line ? Math.round(Number(line.split(" ")[1]) / 1048576) : NaN;
 }
 
-/** Requests the module sent to the API server, from the audit log (module user agent). */
+/**
+ * Requests the module sent to the API server, from the audit log: its own client's user agent,
+ * and the fluent client's (Pepr's watches and store, the module's own watch).
+ */
 function moduleRequests(): number {
   const file = join(CLUSTER_DIR, "logs", "audit.log");
   if (!existsSync(file)) return NaN;
   return readFileSync(file, "utf8")
     .split("\n")
-    .filter(l => l.includes('"userAgent":"kubernetes-fluent-client"')).length;
+    .filter(
+      l =>
+        l.includes('"userAgent":"kubernetes-fluent-client"') || l.includes('"userAgent":"cubepod"'),
+    ).length;
 }
 
 async function benchScale(kube: Kube) {

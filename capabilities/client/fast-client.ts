@@ -13,6 +13,8 @@ import { Agent, Headers, request } from "undici";
 type Connection = { agent: Agent; server: string; headers: Record<string, string>; at: number };
 
 const REFRESH_MS = 5 * 60_000;
+/** The user agent of every request but the watches (Pepr's and ours use the fluent client). */
+export const USER_AGENT = "cubepod";
 let connection: Promise<Connection> | undefined;
 let connectionAt = 0;
 
@@ -29,7 +31,8 @@ async function connect(): Promise<Connection> {
     opts.agent instanceof HttpsAgent
       ? { ca: opts.agent.options.ca, cert: opts.agent.options.cert, key: opts.agent.options.key }
       : {};
-  const headers: Record<string, string> = { "User-Agent": "kubernetes-fluent-client" };
+  // Audit logs and API priority and fairness see CubePod's own requests under its own name.
+  const headers: Record<string, string> = { "User-Agent": USER_AGENT };
   const auth = new Headers(opts.headers as ConstructorParameters<typeof Headers>[0]).get(
     "Authorization",
   );

@@ -1,7 +1,7 @@
 /** An error the API server will give again however often we retry (a 4xx other than the transient ones). */
 export class PermanentError extends Error {}
 
-/** The HTTP status of an error thrown by the fluent client (it throws the response), if any. */
+/** The HTTP status of an error thrown by an API client (a `status` on the error), if any. */
 export function statusOf(e: unknown): number | undefined {
   const s = (e as { status?: unknown })?.status;
   return typeof s === "number" ? s : undefined;
