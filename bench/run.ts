@@ -264,6 +264,14 @@ async function benchScale(kube: Kube) {
 }
 
 /** One line per figure: benchmark, measure, value. */
+/** The `npm run bench` argument that reruns each result. */
+const RERUN: Record<string, string> = {
+  warmClaim: "warm",
+  coldStart: "cold",
+  admission: "admission",
+  scale: "scale",
+};
+
 function printTable(): void {
   const rows: [string, string, string][] = [];
   const walk = (prefix: string, v: unknown) => {
@@ -278,8 +286,10 @@ function printTable(): void {
   console.log(line(["benchmark", "measure", "value"]));
   console.log(line(w.map(n => "-".repeat(n))));
   rows.forEach(r => console.log(line(r)));
-  for (const [k, v] of Object.entries(results))
+  for (const [k, v] of Object.entries(results)) {
     console.log(`${k}: ${(v as { what?: string }).what ?? ""}`);
+    console.log(`  rerun: npm run bench -- ${RERUN[k] ?? k}`);
+  }
 }
 
 async function main() {
