@@ -165,9 +165,16 @@ export const boxQueue = new KeyedQueue(reconcileBox, {
  * Enqueues the box of a sandbox Pod's watch event, unless the event is the echo of the claim
  * that gave the Pod to the box.
  */
-export function enqueueBoxOfPod(namespace: string, boxName: string, pod: a.Pod): void {
-  if (ownPodWrites.isEcho(boxKey(namespace, pod.metadata!.name!), pod.metadata?.resourceVersion))
-    return;
+export function enqueueBoxOfPod(
+  namespace: string,
+  boxName: string,
+  pod: a.Pod,
+  deleted = false,
+): void {
+  const podKey = boxKey(namespace, pod.metadata!.name!);
+  // A Pod on its way out has no echo left to recognise (and claimed Pods' names are unique).
+  if (deleted || pod.metadata?.deletionTimestamp) ownPodWrites.forget(podKey);
+  else if (ownPodWrites.isEcho(podKey, pod.metadata?.resourceVersion)) return;
   boxQueue.add(boxKey(namespace, boxName));
 }
 

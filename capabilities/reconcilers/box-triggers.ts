@@ -12,9 +12,10 @@ export async function onBoxChange(box: PodBox): Promise<void> {
 }
 
 /** Watch of sandbox Pods: a Pod's phase, IP and deletion drive its box. */
-export async function onSandboxPod(pod: a.Pod): Promise<void> {
+export async function onSandboxPod(pod: a.Pod, phase?: string): Promise<void> {
   const box = pod.metadata?.labels?.[LABEL_BOX];
-  if (box && pod.metadata?.namespace) enqueueBoxOfPod(pod.metadata.namespace, box, pod);
+  if (box && pod.metadata?.namespace)
+    enqueueBoxOfPod(pod.metadata.namespace, box, pod, phase === "DELETED");
 }
 
 /** Watch of PodTemplates: its boxes look again, its pools replace their stale standbys. */
