@@ -45,11 +45,12 @@ export const standbyIndex = new StandbyIndex();
 
 /**
  * One reconcile of a box. A new box of a warm pool first tries to claim a standby (two writes:
- * the standby Pod, then the box status; no read, the watch event is fresh). Otherwise: observe it
- * in the API server, decide, apply the actions in order (PVCs before the Pod), write the status
- * when it changed, record the transition as an Event, and drop the finalizer once a deletion is
- * cleaned up. Errors a retry cannot fix end in `phase: Failed`; the others are thrown, and the
- * queue retries them with backoff.
+ * the standby Pod, then the box status; no read, the watch event is fresh), and its next run
+ * finishes the claim. Otherwise: add the finalizer if it is missing, observe the box in the API
+ * server, decide, apply the actions in order (PVCs before the Pod), write the status when it
+ * changed, record the transition as an Event, and drop the finalizer once a deletion is cleaned
+ * up. Errors a retry cannot fix end in `phase: Failed`; the others are thrown, and the queue
+ * retries them with backoff.
  */
 export async function reconcileBox(key: string): Promise<WorkResult> {
   const hint = claimHints.get(key);
