@@ -6,7 +6,7 @@ import { statusOf } from "./errors";
 import { jsonPatch, paths } from "../client/resources";
 import type { Standby, StandbyIndex } from "./standby-index";
 
-const escape = (label: string) => label.replace("~", "~0").replace("/", "~1");
+const escape = (label: string) => label.replaceAll("~", "~0").replaceAll("/", "~1");
 
 /**
  * Claims a ready standby of the box's pool: one conditional write on the standby's Pod (a JSON
