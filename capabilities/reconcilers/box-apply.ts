@@ -129,13 +129,16 @@ export async function removeFinalizer(box: PodBox): Promise<void> {
 export async function recordEvent(box: PodBox, e: BoxEvent): Promise<void> {
   try {
     const { namespace, name, uid } = box.metadata!;
+    const now = new Date().toISOString();
     await createObject(paths.events(namespace!), {
       metadata: { namespace, generateName: `${name}.` },
       involvedObject: { apiVersion: API_VERSION, kind: "PodBox", name, namespace, uid },
       type: e.type,
       reason: e.reason,
       message: e.message,
-      firstTimestamp: new Date().toISOString(),
+      firstTimestamp: now,
+      lastTimestamp: now,
+      count: 1,
       source: { component: "cubepod" },
       reportingComponent: "cubepod",
       reportingInstance: hostname(),
