@@ -182,6 +182,41 @@ export class Kube {
     });
   }
 
+  /**
+   * Waits until `predicate` holds for the items of a collection (query parameters allowed): a
+   * list, then a watch from it that keeps the items up to date.
+   */
+  async waitForItems(
+    collection: string,
+    predicate: (items: Obj[]) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<Obj[]> {
+    const first = await this.get(collection);
+    const items = new Map<string, Obj>(
+      (first.body.items as Obj[]).map(i => [i.metadata.name as string, i]),
+    );
+    if (predicate([...items.values()])) return [...items.values()];
+    return new Promise((resolve, reject) => {
+      const stop = this.watchCollection(
+        collection,
+        (type, o) => {
+          if (type === "DELETED") items.delete(o.metadata.name);
+          else items.set(o.metadata.name, o);
+          if (predicate([...items.values()])) {
+            clearTimeout(timer);
+            stop();
+            resolve([...items.values()]);
+          }
+        },
+        first.body.metadata.resourceVersion,
+      );
+      const timer = setTimeout(() => {
+        stop();
+        reject(new Error(`timed out waiting on ${collection} (${items.size} items)`));
+      }, timeoutMs);
+    });
+  }
+
   /** Names of the objects at a collection path matching a label selector, sorted. */
   async names(collection: string, labelSelector: string): Promise<string[]> {
     const r = await this.get(`${collection}?labelSelector=${encodeURIComponent(labelSelector)}`);

@@ -75,7 +75,7 @@ describe("bad input at runtime", () => {
     const box = await h.waitPhase("greedy", "Failed", "APIError");
     expect(box.status.message).toBe("createPod failed: HTTP 422");
     expect(await h.podsOf("greedy")).toEqual([]);
-    expect(await h.events("greedy")).toContain("APIError");
+    await h.waitEvent("greedy", "APIError");
   });
 });
 

@@ -64,6 +64,12 @@ export function inNamespace(kube: Kube, ns: string) {
       }
       throw new Error(`PVCs of ${key} never became ${names.join(", ")}`);
     },
+    /** Waits for an Event of that reason about the object (Events are written after the fact). */
+    waitEvent: (name: string, reason: string) =>
+      kube.waitForItems(
+        `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`,
+        items => items.some(e => e.reason === reason),
+      ),
     events: async (name: string) => {
       const r = await kube.get(
         `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`,

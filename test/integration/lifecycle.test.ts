@@ -59,7 +59,7 @@ describe("PodBox lifecycle, observed in the API server", () => {
     expect(ws.metadata.ownerReferences[0].uid).toBe(created.metadata.uid);
     expect(ws.spec.volumeMode).toBe("Filesystem");
     workspaceUid = ws.metadata.uid;
-    expect(await h.events("main")).toContain("Started");
+    await h.waitEvent("main", "Started");
   });
 
   it("does not loop on its own status writes: a poke changes nothing", async () => {
@@ -103,6 +103,7 @@ describe("PodBox lifecycle, observed in the API server", () => {
     const pod = (await kube.get(paths.pods(ns, "main"))).body;
     expect(claims(pod).sort()).toEqual(["main-rootfs-g2", "main-workspace"]);
     expect((await kube.get(paths.pvcs(ns, "main-workspace"))).body.metadata.uid).toBe(workspaceUid);
+    await h.waitEvent("main", "RootFSReset");
     expect(await h.events("main")).toEqual(
       expect.arrayContaining(["Started", "Paused", "Resumed", "RootFSReset"]),
     );

@@ -79,9 +79,16 @@ describe("PodWarmPool, observed in the API server", () => {
     const rootfs = await get(paths.pvcs(ns, box.status.rootfsPVCName));
     expect(rootfs.metadata.ownerReferences[0].uid).toBe(created.metadata.uid);
     expect(rootfs.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
+    // Replenished: three ready standbys again, the claimed one no longer among them.
+    const ready = (p: Obj) =>
+      (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True");
+    const pool = await kube.waitForItems(
+      `${paths.pods(ns)}?labelSelector=${encodeURIComponent("pod.cubeplex.ai/pool=p")}`,
+      pods => pods.filter(p => !p.metadata.deletionTimestamp && ready(p)).length === 3,
+    );
+    expect(pool.map(p => p.metadata.name)).not.toContain(box.status.podName);
     await poolAt("p", 3);
-    expect(await standbys("p")).not.toContain(box.status.podName);
-    expect(await h.events("claimer")).toContain("WarmPoolClaimed");
+    await h.waitEvent("claimer", "WarmPoolClaimed");
   });
 
   it("pausing, resuming and deleting a claimed box never touch the pool", async () => {
