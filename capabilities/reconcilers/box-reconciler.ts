@@ -17,7 +17,7 @@ import {
 } from "./box-apply";
 import { claimStandby, handOverVolumes } from "./claim";
 import { claimedStatus, mayClaim } from "./claim-decide";
-import { describeError, PermanentError } from "./errors";
+import { PermanentError, reportRetry } from "./errors";
 import { getBox, observeBox } from "./box-observe";
 import { poolHashes, replenishSoon } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
@@ -55,7 +55,8 @@ export const standbyIndex = new StandbyIndex();
 export async function reconcileBox(key: string): Promise<WorkResult> {
   const hint = claimHints.get(key);
   claimHints.delete(key);
-  if (hint && mayClaim(hint.box) && !claiming.has(hint.box.metadata!.uid!)) {
+  // Set only for a box that may claim and has not tried (enqueueBox), and used once.
+  if (hint) {
     // Claims jump the queue; one that finds no standby goes back to wait its turn for a cold start.
     if (await claim(key, hint.box, hint.at)) return;
     return { requeueAfterMs: 0 };
@@ -153,13 +154,7 @@ export const boxQueue = new KeyedQueue(reconcileBox, {
   urgentConcurrency: Number(process.env.CUBEPOD_CLAIM_CONCURRENCY ?? 16),
   baseDelayMs: 200,
   maxDelayMs: 30_000,
-  onError: (key, error, attempt, retryInMs) => {
-    reconcileErrors.inc({ kind: "PodBox", permanent: "false" });
-    Log.warn(
-      { box: key, attempt, retryInMs, error: describeError(error) },
-      "PodBox reconcile failed; retrying",
-    );
-  },
+  onError: reportRetry("PodBox", "box"),
 });
 
 /**

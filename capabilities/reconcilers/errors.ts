@@ -1,3 +1,6 @@
+import { Log } from "pepr";
+import { reconcileErrors } from "../metrics/registry";
+
 /** An error the API server will give again however often we retry (a 4xx other than the transient ones). */
 export class PermanentError extends Error {}
 
@@ -23,4 +26,15 @@ export function describeError(e: unknown): string {
   const message =
     body ?? (e instanceof Error ? e.message : (e as { statusText?: string })?.statusText);
   return s ? `HTTP ${s}: ${message ?? "no message"}` : String(message ?? e);
+}
+
+/** The queue's onError for a kind: counts the failure and logs the retry to come. */
+export function reportRetry(kind: "PodBox" | "PodWarmPool", field: "box" | "pool") {
+  return (key: string, error: unknown, attempt: number, retryInMs: number): void => {
+    reconcileErrors.inc({ kind, permanent: "false" });
+    Log.warn(
+      { [field]: key, attempt, retryInMs, error: describeError(error) },
+      `${kind} reconcile failed; retrying`,
+    );
+  };
 }

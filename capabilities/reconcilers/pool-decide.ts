@@ -96,10 +96,12 @@ export function decidePool(o: PoolObservation): PoolPlan {
   // Scale down: the excess of current standbys, unready first.
   const excess = keptCurrent.length - desired;
   if (excess > 0) [...keptCurrent].sort(byReadiness).slice(0, excess).forEach(remove);
+  // The current standbys that stay; nothing is removed after this point.
+  const kept = keptCurrent.filter(s => !removed.has(s));
 
   // A current standby whose Pod is gone (volumes intact) gets its Pod back.
   if (o.template) {
-    for (const s of keptCurrent.filter(s => !removed.has(s) && !s.pod)) {
+    for (const s of kept.filter(s => !s.pod)) {
       actions.push({ type: "createPod", pod: standby(o, s.name).pod });
     }
   }
@@ -108,10 +110,7 @@ export function decidePool(o: PoolObservation): PoolPlan {
   const remaining = live.filter(s => !removed.has(s)).length;
   const staleLeft = stale.filter(s => !removed.has(s)).length;
   const allowed = desired + (staleLeft > 0 ? MAX_SURGE : 0);
-  const want = Math.max(
-    0,
-    Math.min(desired - keptCurrent.filter(s => !removed.has(s)).length, allowed - remaining),
-  );
+  const want = Math.max(0, Math.min(desired - kept.length, allowed - remaining));
   if (o.template && o.templateHash) {
     for (const name of o.freshNames.slice(0, want)) {
       const built = standby(o, name);
@@ -123,8 +122,7 @@ export function decidePool(o: PoolObservation): PoolPlan {
     }
   }
 
-  const updated = keptCurrent.filter(s => !removed.has(s)).length;
-  return { actions, status: poolStatus(o, live.length - removed.size, ready, updated) };
+  return { actions, status: poolStatus(o, live.length - removed.size, ready, kept.length) };
 }
 
 /** The controller ownerReference of a pool's standbys. */

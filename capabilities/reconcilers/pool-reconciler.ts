@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { kind, Log } from "pepr";
+import type { kind } from "pepr";
 import type { CubePodTemplate, PodWarmPool } from "../api/kinds";
 import { getObject, listObjects, mergePatchStatus, paths } from "../client/resources";
 import type { PodWarmPoolStatus } from "../api/podwarmpool";
@@ -12,9 +12,9 @@ import {
   LABEL_VOLUME_KEY,
 } from "../manifests/labels";
 import { templateHash } from "../manifests/template-hash";
-import { reconcileDuration, reconcileErrors } from "../metrics/registry";
+import { reconcileDuration } from "../metrics/registry";
 import { applyAction, sameJSON } from "./box-apply";
-import { describeError } from "./errors";
+import { reportRetry } from "./errors";
 import { decidePool, ObservedStandby, PoolObservation } from "./pool-decide";
 import { KeyedQueue, WorkResult } from "./queue";
 
@@ -65,9 +65,13 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
     };
   }
   // PVCs whose Pod left the pool: a box claimed it and will take the PVCs over; not ours now.
-  for (const s of [...standbys.values()].filter(s => !s.pod)) {
-    const claimed = await listObjects(paths.pods(namespace), `${LABEL_VOLUME_KEY}=${s.name}`);
-    if (claimed.length > 0) standbys.delete(s.name);
+  const podless = [...standbys.values()].filter(s => !s.pod).map(s => s.name);
+  if (podless.length > 0) {
+    const claimed = await listObjects<kind.Pod>(
+      paths.pods(namespace),
+      `${LABEL_VOLUME_KEY} in (${podless.join(",")})`,
+    );
+    for (const p of claimed) standbys.delete(p.metadata?.labels?.[LABEL_VOLUME_KEY] ?? "");
   }
 
   const hash = template ? templateHash(template.spec) : undefined;
@@ -120,13 +124,7 @@ export const poolQueue = new KeyedQueue(reconcilePool, {
   concurrency: 2,
   baseDelayMs: 500,
   maxDelayMs: 30_000,
-  onError: (key, error, attempt, retryInMs) => {
-    reconcileErrors.inc({ kind: "PodWarmPool", permanent: "false" });
-    Log.warn(
-      { pool: key, attempt, retryInMs, error: describeError(error) },
-      "PodWarmPool reconcile failed; retrying",
-    );
-  },
+  onError: reportRetry("PodWarmPool", "pool"),
 });
 
 /**

@@ -18,12 +18,11 @@ const poolKey = (namespace: string, pool: string) => `${namespace}/${pool}`;
 /**
  * The ready standbys of every pool, kept from the watch on pool Pods, so that a claim picks one
  * without a read. It is only a hint: the claim's conditional write (resourceVersion precondition)
- * is what the API server arbitrates, and a standby taken here is reserved until its next watch
+ * is what the API server arbitrates. A standby taken here leaves the index until its next watch
  * event, so that two claims in this process never try the same one.
  */
 export class StandbyIndex {
   readonly #pools = new Map<string, Map<string, Standby>>();
-  readonly #reserved = new Set<string>();
 
   /** Records a watch event of a pool Pod (added, modified or deleted). */
   observe(pod: V1Pod, deleted = false): void {
@@ -31,8 +30,7 @@ export class StandbyIndex {
     const ns = meta.namespace ?? "";
     const name = meta.name ?? "";
     const pool = meta.labels?.[LABEL_POOL];
-    // An event clears a reservation: the claim either won (the Pod left the pool) or lost.
-    this.#reserved.delete(`${ns}/${name}`);
+    // The Pod's pool label may be gone (a claim took it): look in every pool.
     for (const members of this.#pools.values()) members.delete(name + "@" + ns);
     if (deleted || !pool || meta.deletionTimestamp) return;
     const ready =
@@ -56,14 +54,13 @@ export class StandbyIndex {
     this.#pools.set(poolKey(ns, pool), members);
   }
 
-  /** Takes (reserves) a ready standby of the pool with the template hash, if any. */
+  /** Takes a ready standby of the pool with the template hash, if any, out of the index. */
   take(namespace: string, pool: string, templateHash?: string): Standby | undefined {
     const members = this.#pools.get(poolKey(namespace, pool));
     if (!members) return undefined;
     for (const [k, s] of members) {
       if (templateHash !== undefined && s.templateHash !== templateHash) continue;
       members.delete(k);
-      this.#reserved.add(`${namespace}/${s.name}`);
       return s;
     }
     return undefined;

@@ -50,6 +50,17 @@ const standby = (
     { name: `${name}-workspace`, role: "workspace", deleting: false },
   ],
 });
+/** The actions that remove a standby (Pod first), and that make one (PVCs first). */
+const removes = (n: string) => [
+  `deletePod ${n}`,
+  `deletePVC ${n}-rootfs-g1`,
+  `deletePVC ${n}-workspace`,
+];
+const makes = (n: string) => [
+  `createPVC ${n}-workspace`,
+  `createPVC ${n}-rootfs-g1`,
+  `createPod ${n}`,
+];
 const summary = (p: ReturnType<typeof decidePool>) =>
   p.actions.map(a =>
     a.type === "createPod"
@@ -62,14 +73,7 @@ const summary = (p: ReturnType<typeof decidePool>) =>
 describe("decidePool", () => {
   it("creates the missing standbys: both PVCs, then the Pod, labelled for the pool", () => {
     const p = decidePool(obs(2, []));
-    expect(summary(p)).toEqual([
-      "createPVC pool-new0-workspace",
-      "createPVC pool-new0-rootfs-g1",
-      "createPod pool-new0",
-      "createPVC pool-new1-workspace",
-      "createPVC pool-new1-rootfs-g1",
-      "createPod pool-new1",
-    ]);
+    expect(summary(p)).toEqual([...makes("pool-new0"), ...makes("pool-new1")]);
     const pod = p.actions.find(a => a.type === "createPod");
     expect(pod?.type === "createPod" && pod.pod.metadata?.labels).toMatchObject({
       "pod.cubeplex.ai/pool": "pool",
@@ -111,14 +115,7 @@ describe("decidePool", () => {
 
   it("scales down, removing unready standbys first", () => {
     const p = decidePool(obs(1, [standby("a"), standby("b", { ready: false }), standby("c")]));
-    expect(summary(p)).toEqual([
-      "deletePod b",
-      "deletePVC b-rootfs-g1",
-      "deletePVC b-workspace",
-      "deletePod a",
-      "deletePVC a-rootfs-g1",
-      "deletePVC a-workspace",
-    ]);
+    expect(summary(p)).toEqual([...removes("b"), ...removes("a")]);
   });
 
   it("deletes a standby's Pod only as observed (a claim may take it meanwhile), before its PVCs", () => {
@@ -127,43 +124,24 @@ describe("decidePool", () => {
   });
 
   it("scales to zero", () => {
-    expect(summary(decidePool(obs(0, [standby("a")])))).toEqual([
-      "deletePod a",
-      "deletePVC a-rootfs-g1",
-      "deletePVC a-workspace",
-    ]);
+    expect(summary(decidePool(obs(0, [standby("a")])))).toEqual([...removes("a")]);
   });
 
   it("replaces stale standbys one at a time, never emptying the pool", () => {
     const stale = ["a", "b", "c"].map(n => standby(n, { hash: "old" }));
     // Step 1: one new standby beyond replicas (surge), no stale one removed yet.
     const p1 = decidePool(obs(3, stale));
-    expect(summary(p1)).toEqual([
-      "createPVC pool-new0-workspace",
-      "createPVC pool-new0-rootfs-g1",
-      "createPod pool-new0",
-    ]);
+    expect(summary(p1)).toEqual([...makes("pool-new0")]);
     // Step 2: the new one is not ready yet: nothing changes.
     expect(decidePool(obs(3, [...stale, standby("n0", { ready: false })])).actions).toEqual([]);
     // Step 3: it is ready: one stale standby goes; the next new one waits for the surge room.
     const p3 = decidePool(obs(3, [...stale, standby("n0")]));
-    expect(summary(p3)).toEqual([
-      "deletePod a",
-      "deletePVC a-rootfs-g1",
-      "deletePVC a-workspace",
-      "createPVC pool-new0-workspace",
-      "createPVC pool-new0-rootfs-g1",
-      "createPod pool-new0",
-    ]);
+    expect(summary(p3)).toEqual([...removes("a"), ...makes("pool-new0")]);
   });
 
   it("removes unready stale standbys at once", () => {
     const p = decidePool(obs(1, [standby("a"), standby("old", { hash: "old", ready: false })]));
-    expect(summary(p)).toEqual([
-      "deletePod old",
-      "deletePVC old-rootfs-g1",
-      "deletePVC old-workspace",
-    ]);
+    expect(summary(p)).toEqual([...removes("old")]);
   });
 
   it("gives a standby that lost its Pod a new Pod on the same PVCs", () => {
@@ -173,14 +151,7 @@ describe("decidePool", () => {
 
   it("removes a standby whose Pod ended, then makes a new one", () => {
     const p = decidePool(obs(1, [standby("a", { phase: "Failed", ready: false })]));
-    expect(summary(p)).toEqual([
-      "deletePod a",
-      "deletePVC a-rootfs-g1",
-      "deletePVC a-workspace",
-      "createPVC pool-new0-workspace",
-      "createPVC pool-new0-rootfs-g1",
-      "createPod pool-new0",
-    ]);
+    expect(summary(p)).toEqual([...removes("a"), ...makes("pool-new0")]);
   });
 
   it("creates nothing without its template, and reports it", () => {
