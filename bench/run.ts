@@ -45,23 +45,43 @@ function watcher(kube: Kube, collection: string, predicate: (o: Obj) => boolean)
   };
 }
 
-/** Waits until `ready` standby Pods of the pool are Ready in the API server (the pool's status lags). */
-async function waitPoolReady(kube: Kube, ns: string, pool: string, ready: number) {
-  for (let i = 0; i < 1500; i++) {
-    const pods = (
-      await kube.get(
-        `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`,
-      )
-    ).body.items as Obj[];
-    const n = pods.filter(
-      p =>
-        !p.metadata.deletionTimestamp &&
-        (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True"),
-    ).length;
-    if (n >= ready) return;
-    await sleep(200);
-  }
-  throw new Error(`pool ${pool} never had ${ready} ready standbys`);
+/**
+ * Follows the ready standby Pods of a pool from one list and a watch (the pool's status lags), so
+ * that waiting for standbys between claims adds no requests of the benchmark's own.
+ */
+function poolReadiness(kube: Kube, ns: string, pool: string) {
+  const query = `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`;
+  const ready = new Set<string>();
+  let waiters: { n: number; resolve: () => void }[] = [];
+  const see = (type: string, p: Obj) => {
+    const isReady =
+      type !== "DELETED" &&
+      !p.metadata.deletionTimestamp &&
+      (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True");
+    if (isReady) ready.add(p.metadata.name);
+    else ready.delete(p.metadata.name);
+    waiters = waiters.filter(w => (ready.size >= w.n ? (w.resolve(), false) : true));
+  };
+  let stop = () => {};
+  const started = kube.get(query).then(r => {
+    for (const p of r.body.items as Obj[]) see("ADDED", p);
+    stop = kube.watchCollection(query, see, r.body.metadata.resourceVersion);
+  });
+  return {
+    /** Resolves once at least `n` standbys are ready. */
+    atLeast: async (n: number) => {
+      await started;
+      if (ready.size >= n) return;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`pool ${pool} never had ${n} ready standbys`)),
+          300_000,
+        );
+        waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) });
+      });
+    },
+    stop: () => stop(),
+  };
 }
 
 async function benchWarm(kube: Kube, ns: string) {
@@ -72,7 +92,8 @@ async function benchWarm(kube: Kube, ns: string) {
     metadata: { name: pool },
     spec: { templateRef: "python", replicas: 25 },
   });
-  await waitPoolReady(kube, ns, pool, 25);
+  const standbys = poolReadiness(kube, ns, pool);
+  await standbys.atLeast(25);
   const w = watcher(kube, paths.podboxes(ns), o => Boolean(o.status?.podIP));
   const claimed = (names: string[]) =>
     Promise.all(
@@ -89,7 +110,7 @@ async function benchWarm(kube: Kube, ns: string) {
   const c1: number[] = [];
   const c1Names: string[] = [];
   for (let i = 0; i < 40; i++) {
-    await waitPoolReady(kube, ns, pool, 1);
+    await standbys.atLeast(1);
     c1Names.push(`warm-c1-${i}`);
     c1.push(await one(`warm-c1-${i}`));
   }
@@ -97,7 +118,7 @@ async function benchWarm(kube: Kube, ns: string) {
   const quiet: number[] = [];
   const quietNames: string[] = [];
   for (let i = 0; i < 20; i++) {
-    await waitPoolReady(kube, ns, pool, 25);
+    await standbys.atLeast(25);
     await sleep(1500);
     quietNames.push(`warm-quiet-${i}`);
     quiet.push(await one(`warm-quiet-${i}`));
@@ -105,12 +126,13 @@ async function benchWarm(kube: Kube, ns: string) {
   const c20: number[] = [];
   const c20Names: string[] = [];
   for (let round = 0; round < 3; round++) {
-    await waitPoolReady(kube, ns, pool, 20);
+    await standbys.atLeast(20);
     const names = Array.from({ length: 20 }, (_, i) => `warm-c20-${round}-${i}`);
     c20Names.push(...names);
     c20.push(...(await Promise.all(names.map(one))));
   }
   w.stop();
+  standbys.stop();
   const warm1 = (await claimed(c1Names)).filter(Boolean).length;
   const warm20 = (await claimed(c20Names)).filter(Boolean).length;
   const warmQuiet = (await claimed(quietNames)).filter(Boolean).length;
@@ -121,6 +143,12 @@ async function benchWarm(kube: Kube, ns: string) {
     concurrency20: { ...stats(c20), claimed: warm20 },
   };
   await kube.delete(paths.podwarmpools(ns, pool));
+  // The pool's standbys go with it; the next benchmark starts once they are gone.
+  await kube.waitForItems(
+    `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`,
+    items => items.length === 0,
+    300_000,
+  );
 }
 
 async function benchCold(kube: Kube, ns: string) {
@@ -292,16 +320,32 @@ function printTable(): void {
   }
 }
 
+/**
+ * Waits until no benchmark namespace is left (an earlier run's, or this run's previous step's,
+ * whose deletion takes a while): its teardown would compete with the figures being taken.
+ */
+async function noBenchNamespaces(kube: Kube) {
+  await kube.waitForItems(
+    "/api/v1/namespaces",
+    items => !items.some(n => String(n.metadata.name).startsWith("bench")),
+    600_000,
+  );
+}
+
 async function main() {
   cluster("up");
   const kube = new Kube();
+  await noBenchNamespaces(kube);
   const ns = await kube.namespace("bench");
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   if (wanted("warm")) await benchWarm(kube, ns);
   if (wanted("cold")) await benchCold(kube, ns);
   if (wanted("admission")) await benchAdmission(kube, ns);
   await kube.delete(`/api/v1/namespaces/${ns}`);
-  if (wanted("scale")) await benchScale(kube);
+  if (wanted("scale")) {
+    await noBenchNamespaces(kube);
+    await benchScale(kube);
+  }
   kube.close();
 
   const dir = join(ROOT, "bench", "results");

@@ -8,7 +8,8 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 /** The port podd (the in-sandbox daemon, E2B's envd) listens on unless the template says otherwise. */
 export const DEFAULT_ENVD_PORT = 49983;
 
-const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+/** An RFC 1123 label: the form of label values and of names used inside other names. */
+export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 // Kubernetes resource.Quantity, e.g. 10Gi, 500M, 1.5, 100m.
 const QUANTITY = /^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$/;

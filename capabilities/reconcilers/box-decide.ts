@@ -299,7 +299,9 @@ function teardown(o: BoxObservation, reason: "Deleting" | "Terminated" | "LeaseE
     actions.push(...ours.map(p => ({ type: "orphanPVC" as const, name: p.name })));
   }
   const podsGone = o.pods.length === 0;
-  const cleanupDone = podsGone && (retain ? ours.length === 0 : ours.every(p => p.deleting));
+  // The volumes are handled by this pass's own actions (deleted, or orphaned), which run before
+  // the finalizer goes; waiting for another pass would hang, as nothing watches PVCs to wake it.
+  const cleanupDone = podsGone;
   const volumesKept = retain ? " (volumes kept)" : " (volumes deleted)";
   const status: Outcome = {
     phase: podsGone ? "Terminated" : "Pending",

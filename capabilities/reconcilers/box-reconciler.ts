@@ -74,12 +74,11 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
   const end = reconcileDuration.startTimer({ kind: "PodBox" });
   try {
     // Before anything is created for the box, so that a deletion always finds it held.
-    if (!hasFinalizer(box)) ownWrites.record(key, await addFinalizer(box));
+    if (!hasFinalizer(box)) await ownWrites.during(key, () => addFinalizer(box));
     const observation = await observeBox(box);
     const plan = decideBox(observation);
     for (const action of plan.actions) await applyAction(namespace, name, action);
-    const rv = await writeStatus(box, plan.status);
-    ownWrites.record(key, rv);
+    const rv = await ownWrites.during(key, () => writeStatus(box, plan.status));
     // A transition is counted once, when its reason first appears (not on each phase it passes).
     if (rv && plan.status.reason !== box.status?.reason && plan.status.reason) {
       countTransition(plan.status.reason, { namespace });
@@ -91,13 +90,14 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
     if (!(e instanceof PermanentError)) throw e;
     reconcileErrors.inc({ kind: "PodBox", permanent: "true" });
     Log.warn({ box: key, error: e.message }, "PodBox failed permanently");
-    await writeStatus(box, {
+    const failed = {
       ...box.status,
-      phase: "Failed",
-      reason: "APIError",
+      phase: "Failed" as const,
+      reason: "APIError" as const,
       message: e.message,
       observedGeneration: box.metadata?.generation,
-    });
+    };
+    await ownWrites.during(key, () => writeStatus(box, failed));
     await recordEvent(box, { type: "Warning", reason: "APIError", message: e.message });
   } finally {
     end();
@@ -115,16 +115,12 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   const poolKey = `${namespace}/${pool}`;
   const current = poolHashes.get(poolKey);
   claiming.add(box.metadata!.uid!);
-  const taken = await claimStandby(box, standbyIndex, current?.hash);
+  const standby = await claimStandby(box, standbyIndex, current?.hash, ownPodWrites);
   replenishSoon(poolKey);
-  if (!taken) return false;
-  const { standby, podVersion } = taken;
-  ownPodWrites.record(boxKey(namespace, standby.name), podVersion);
+  if (!standby) return false;
   const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-  ownWrites.record(
-    key,
-    await writeStatus(box, claimedStatus(box, standby, current?.envdPort ?? 0, now)),
-  );
+  const status = claimedStatus(box, standby, current?.envdPort ?? 0, now);
+  await ownWrites.during(key, () => writeStatus(box, status));
   claimDuration.observe((performance.now() - since) / 1000);
   countTransition("WarmPoolClaimed", { namespace, pool });
   afterClaim.set(key, { box, standby });
@@ -139,7 +135,7 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
  * afterwards. If it fails, the retry is a full reconcile, which does the same from what it reads.
  */
 async function finishClaim(key: string, box: PodBox, standby: Standby): Promise<void> {
-  if (!hasFinalizer(box)) ownWrites.record(key, await addFinalizer(box));
+  if (!hasFinalizer(box)) await ownWrites.during(key, () => addFinalizer(box));
   await handOverVolumes(box, standby);
   await recordEvent(box, {
     type: "Normal",
@@ -169,20 +165,23 @@ export function enqueueBoxOfPod(
 ): void {
   const podKey = boxKey(namespace, pod.metadata!.name!);
   // A Pod on its way out has no echo left to recognise (and claimed Pods' names are unique).
-  if (deleted || pod.metadata?.deletionTimestamp) ownPodWrites.forget(podKey);
-  else if (ownPodWrites.isEcho(podKey, pod.metadata?.resourceVersion)) return;
-  boxQueue.add(boxKey(namespace, boxName));
+  const enqueue = () => boxQueue.add(boxKey(namespace, boxName));
+  if (deleted || pod.metadata?.deletionTimestamp) {
+    ownPodWrites.forget(podKey);
+    enqueue();
+  } else ownPodWrites.unlessEcho(podKey, pod.metadata?.resourceVersion, enqueue);
 }
 
 /** Enqueues the box of a watch event, unless the event is the echo of our own write. */
 export function enqueueBox(box: PodBox): void {
   const key = boxKey(box.metadata!.namespace!, box.metadata!.name!);
   if (box.status?.phase || box.metadata?.deletionTimestamp) claiming.delete(box.metadata!.uid!);
-  if (ownWrites.isEcho(key, box.metadata?.resourceVersion)) return;
-  if (mayClaim(box) && !claiming.has(box.metadata!.uid!)) {
-    claimHints.set(key, { box, at: performance.now() });
-    boxQueue.addFirst(key);
-  } else {
-    boxQueue.add(key);
-  }
+  ownWrites.unlessEcho(key, box.metadata?.resourceVersion, () => {
+    if (mayClaim(box) && !claiming.has(box.metadata!.uid!)) {
+      claimHints.set(key, { box, at: performance.now() });
+      boxQueue.addFirst(key);
+    } else {
+      boxQueue.add(key);
+    }
+  });
 }

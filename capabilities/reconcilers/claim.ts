@@ -4,6 +4,7 @@ import { controllerRef } from "../manifests/owner";
 import { takeOverPVC } from "./box-apply";
 import { statusOf } from "./errors";
 import { jsonPatch, paths } from "../client/resources";
+import type { OwnWrites } from "./own-writes";
 import type { Standby, StandbyIndex } from "./standby-index";
 
 const escape = (label: string) => label.replaceAll("~", "~0").replaceAll("/", "~1");
@@ -11,23 +12,24 @@ const escape = (label: string) => label.replaceAll("~", "~0").replaceAll("/", "~
 /**
  * Claims a ready standby of the box's pool: one conditional write on the standby's Pod (a JSON
  * patch whose `test` of the resourceVersion the API server checks atomically) moves it from the
- * pool to the box. A lost race (the Pod changed or was taken) tries the next standby. Returns the
- * claimed standby, or undefined when the pool has none ready (the box then starts cold).
+ * pool to the box. A lost race (the Pod changed or was taken) tries the next standby. The write
+ * goes through `podWrites`, keyed `namespace/pod`, so that its watch echo is recognised. Returns
+ * the claimed standby, or undefined when the pool has none ready (the box then starts cold).
  */
 export async function claimStandby(
   box: PodBox,
   index: StandbyIndex,
   templateHash: string | undefined,
+  podWrites: OwnWrites,
   attempts = 5,
-): Promise<{ standby: Standby; podVersion?: string } | undefined> {
+): Promise<Standby | undefined> {
   const namespace = box.metadata!.namespace!;
   for (let i = 0; i < attempts; i++) {
     const s = index.take(namespace, box.spec!.warmPoolRef!, templateHash);
     if (!s) return undefined;
     try {
-      const pod = await jsonPatch<{ metadata?: { resourceVersion?: string } }>(
-        paths.pods(namespace, s.name),
-        [
+      const patch = () =>
+        jsonPatch<{ metadata?: { resourceVersion?: string } }>(paths.pods(namespace, s.name), [
           { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
           { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
           { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
@@ -36,9 +38,12 @@ export async function claimStandby(
             path: "/metadata/ownerReferences",
             value: [controllerRef("PodBox", box.metadata!.name!, box.metadata!.uid!)],
           },
-        ],
+        ]);
+      await podWrites.during(
+        `${namespace}/${s.name}`,
+        async () => (await patch()).metadata?.resourceVersion,
       );
-      return { standby: s, podVersion: pod.metadata?.resourceVersion };
+      return s;
     } catch (e) {
       // 422: the test failed (someone else changed or claimed it); 404/409: gone or conflicting.
       const code = statusOf(e);

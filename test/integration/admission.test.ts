@@ -77,6 +77,12 @@ const CREATE_DENIALS: [string, string, object, string][] = [
     "metadata.name: must be a lowercase RFC 1123 label of at most 63 characters (it becomes a label value)",
   ],
   [
+    "PodBox",
+    "dotted.name",
+    { warmPoolRef: "p" },
+    "metadata.name: must be a lowercase RFC 1123 label of at most 63 characters (it becomes a label value)",
+  ],
+  [
     "PodTemplate",
     "no-egress-image",
     { image: "py:3", egress: { enabled: true } },

@@ -3,6 +3,13 @@ import { cluster, Kube, paths } from "./kube";
 const kube = new Kube();
 let ns: string;
 
+const box = (name: string, spec: object) => ({
+  apiVersion: "pod.cubeplex.ai/v1alpha1",
+  kind: "PodBox",
+  metadata: { name },
+  spec,
+});
+
 beforeAll(async () => {
   ns = await kube.namespace("it-down");
   await kube.mustCreate(paths.podtemplates(ns), {
@@ -11,12 +18,7 @@ beforeAll(async () => {
     metadata: { name: "python" },
     spec: { image: "py:3" },
   });
-  await kube.mustCreate(paths.podboxes(ns), {
-    apiVersion: "pod.cubeplex.ai/v1alpha1",
-    kind: "PodBox",
-    metadata: { name: "box" },
-    spec: { templateRef: "python" },
-  });
+  await kube.mustCreate(paths.podboxes(ns), box("box", { templateRef: "python" }));
   // As a crash would: the process is gone, its webhook configurations stay registered.
   cluster("module", "kill");
 });
@@ -62,6 +64,38 @@ describe("while the module is down", () => {
       metadata: { annotations: { "pod.cubeplex.ai/last-activity": new Date().toISOString() } },
     });
     expect(r.status).toBe(200);
+  });
+
+  it("creates the common PodBoxes, whose every rule the API server checks itself", async () => {
+    // A warm claim and a cold start: one reference, no field a rule across fields concerns.
+    for (const [name, spec] of [
+      ["claimer", { warmPoolRef: "pool" }],
+      ["cold", { templateRef: "python", idleTimeoutSeconds: 600, desiredState: "Paused" }],
+    ] as const) {
+      const r = await kube.create(paths.podboxes(ns), box(name, spec));
+      expect([name, r.status]).toEqual([name, 201]);
+    }
+  });
+
+  it.each([
+    // Refused by the CRD schema, as with the module up (the schema is checked first).
+    ["bad-state", { warmPoolRef: "pool", desiredState: "Stopped" }, 422],
+    ["bad-generation", { templateRef: "python", rootfsGeneration: 0 }, 422],
+    ["bad-timeout", { warmPoolRef: "pool", idleTimeoutSeconds: -1 }, 422],
+    ["bad-ref", { warmPoolRef: "ns/pool" }, 422],
+    // Sent to the module, which is down: the API server fails closed.
+    ["dotted.name", { warmPoolRef: "pool" }, 500],
+    [`n${"x".repeat(63)}`, { templateRef: "python" }, 500],
+    ["no-ref", {}, 500],
+    ["both-refs", { templateRef: "python", warmPoolRef: "pool" }, 500],
+    ["fork", { templateRef: "python", forkFrom: "box" }, 500],
+    ["kept", { templateRef: "python", volumeKey: "box" }, 500],
+    ["leased", { warmPoolRef: "pool", leaseExpiresAt: "2030-01-01T00:00:00Z" }, 500],
+    ["huge-timeout", { warmPoolRef: "pool", idleTimeoutSeconds: 2 ** 62 }, 500],
+  ])("never creates %s unchecked (%j)", async (name, spec, status) => {
+    const r = await kube.create(paths.podboxes(ns), box(name, spec));
+    expect(r.status).toBe(status);
+    expect((await kube.get(paths.podboxes(ns, name))).status).toBe(404);
   });
 
   it("fails closed for a change of a PodBox spec: it must be validated", async () => {

@@ -1,10 +1,13 @@
 import { explainMutateDenial } from "../../capabilities/admission/explain-denial";
+import { podBoxSpecSchema } from "../../capabilities/api/podbox";
 import {
+  COMMON_BOX_CREATES_CHECKED_HERE,
   hardenWebhookConfiguration,
   hardeningPatch,
   isWebhookConfiguration,
   MATCH_CONDITIONS,
   SANDBOX_PODS_ONLY,
+  SCHEMA_CHECKED_BOX_FIELDS,
   SPEC_CHANGES_ONLY,
 } from "../../capabilities/admission/webhook-policy";
 
@@ -14,11 +17,11 @@ describe("hardenWebhookConfiguration", () => {
     webhooks: [{ name: "pepr-cubepod.pepr.dev", failurePolicy: "Fail" }],
   };
 
-  it("adds the sandbox-Pods-only and spec-changes-only match conditions to every webhook, once", () => {
+  it("adds the CubePod match conditions to every webhook, once", () => {
     const once = hardenWebhookConfiguration(cfg);
     expect(once.webhooks[0]).toEqual({
       ...cfg.webhooks[0],
-      matchConditions: [SANDBOX_PODS_ONLY, SPEC_CHANGES_ONLY],
+      matchConditions: [SANDBOX_PODS_ONLY, SPEC_CHANGES_ONLY, COMMON_BOX_CREATES_CHECKED_HERE],
     });
     expect(hardenWebhookConfiguration(once)).toEqual(once);
     expect(cfg.webhooks[0]).not.toHaveProperty("matchConditions");
@@ -30,6 +33,18 @@ describe("hardenWebhookConfiguration", () => {
     );
     expect(SANDBOX_PODS_ONLY.expression).toMatch(
       /^request\.operation in \["CREATE", "UPDATE"\] && /,
+    );
+  });
+
+  it("leaves every PodBox spec field it does not list to the module", () => {
+    // A new spec field fails here until someone decides whether the CRD schema checks it fully.
+    const others = Object.keys(podBoxSpecSchema.shape).filter(
+      f => !(SCHEMA_CHECKED_BOX_FIELDS as readonly string[]).includes(f),
+    );
+    expect(others).toEqual(["forkFrom", "volumeKey", "leaseExpiresAt"]);
+    for (const f of SCHEMA_CHECKED_BOX_FIELDS) expect(podBoxSpecSchema.shape).toHaveProperty(f);
+    expect(COMMON_BOX_CREATES_CHECKED_HERE.expression).toContain(
+      'object.metadata.name.matches("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")',
     );
   });
 

@@ -509,7 +509,7 @@ describe("decideBox: Terminated and deletion", () => {
     expect(p.actions).toEqual([]);
   });
 
-  it("deletion: cleans up, and is done once the Pod is gone and the PVCs are going", () => {
+  it("deletion: cleans up, and is done once the Pod is gone (the PVCs go in that pass)", () => {
     const first = decideBox(
       obs({ deleting: true, status: running(), pvcs: VOLUMES, pods: [pod()] }),
     );
@@ -527,12 +527,23 @@ describe("decideBox: Terminated and deletion", () => {
     const done = decideBox(obs({ deleting: true, pvcs: going }));
     expect(done.actions).toEqual([]);
     expect(done.cleanupDone).toBe(true);
+    // A pass that finds the Pod gone and the PVCs still there deletes them and is done.
+    const last = decideBox(obs({ deleting: true, pvcs: VOLUMES }));
+    expect(types(last)).toEqual(["deletePVC box-workspace", "deletePVC box-rootfs-g1"]);
+    expect(last.cleanupDone).toBe(true);
   });
 
   it("deletion with Retain orphans the PVCs so that garbage collection keeps them", () => {
-    const p = decideBox(obs({ deleting: true, spec: retain, pvcs: VOLUMES }));
-    expect(types(p)).toEqual(["orphanPVC box-workspace", "orphanPVC box-rootfs-g1"]);
+    const p = decideBox(obs({ deleting: true, spec: retain, pvcs: VOLUMES, pods: [pod()] }));
+    expect(types(p)).toEqual([
+      "deletePod box",
+      "orphanPVC box-workspace",
+      "orphanPVC box-rootfs-g1",
+    ]);
     expect(p.cleanupDone).toBe(false);
+    const noPod = decideBox(obs({ deleting: true, spec: retain, pvcs: VOLUMES }));
+    expect(types(noPod)).toEqual(["orphanPVC box-workspace", "orphanPVC box-rootfs-g1"]);
+    expect(noPod.cleanupDone).toBe(true);
     const orphaned = VOLUMES.map(v => ({ ...v, owner: "none" as const }));
     expect(decideBox(obs({ deleting: true, spec: retain, pvcs: orphaned })).cleanupDone).toBe(true);
   });

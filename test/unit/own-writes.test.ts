@@ -25,3 +25,47 @@ describe("OwnWrites", () => {
     expect(w.isEcho("ns/a", "1")).toBe(false);
   });
 });
+
+describe("OwnWrites, with a write in flight", () => {
+  const deferred = () => {
+    let resolve!: (rv: string | undefined) => void;
+    let reject!: (e: Error) => void;
+    const promise = new Promise<string | undefined>((res, rej) => {
+      resolve = res;
+      reject = rej;
+    });
+    return { promise, resolve, reject };
+  };
+
+  it("holds the events that arrive before the write answers, and drops its echo", async () => {
+    const w = new OwnWrites();
+    const write = deferred();
+    const done = w.during("ns/a", () => write.promise);
+    const seen: string[] = [];
+    w.unlessEcho("ns/a", "7", () => seen.push("7")); // the echo, ahead of the response
+    w.unlessEcho("ns/a", "8", () => seen.push("8")); // somebody else's change
+    w.unlessEcho("ns/b", "9", () => seen.push("9")); // another object: not held
+    expect(seen).toEqual(["9"]);
+    write.resolve("7");
+    expect(await done).toBe("7");
+    expect(seen).toEqual(["9", "8"]);
+    w.unlessEcho("ns/a", "7", () => seen.push("7 again"));
+    expect(seen).toEqual(["9", "8"]);
+  });
+
+  it("waits for every write in flight, and lets all held events go when a write fails", async () => {
+    const w = new OwnWrites();
+    const first = deferred();
+    const second = deferred();
+    const a = w.during("ns/a", () => first.promise);
+    const b = w.during("ns/a", () => second.promise);
+    const seen: string[] = [];
+    w.unlessEcho("ns/a", "5", () => seen.push("5"));
+    first.resolve("4");
+    await a;
+    expect(seen).toEqual([]);
+    second.reject(new Error("conflict"));
+    await expect(b).rejects.toThrow("conflict");
+    expect(seen).toEqual(["5"]);
+  });
+});
