@@ -223,17 +223,46 @@ async function metricMiB(name: string): Promise<number> {
 
 /**
  * Requests the module sent to the API server, from the audit log: its own client's user agent,
- * and the fluent client's (Pepr's watches and store, the module's own watch).
+ * and the fluent client's (Pepr's watches and store, the module's own watch). Pepr's store
+ * (`peprstores`, where OnSchedule records each run) is counted apart: it is per module, not per box.
  */
-function moduleRequests(): number {
+function moduleRequests(): { store: number; other: number } {
   const file = join(CLUSTER_DIR, "logs", "audit.log");
-  if (!existsSync(file)) return NaN;
-  return readFileSync(file, "utf8")
+  if (!existsSync(file)) return { store: NaN, other: NaN };
+  const lines = readFileSync(file, "utf8")
     .split("\n")
     .filter(
       l =>
         l.includes('"userAgent":"kubernetes-fluent-client"') || l.includes('"userAgent":"cubepod"'),
-    ).length;
+    );
+  const store = lines.filter(l => l.includes('"resource":"peprstores"')).length;
+  return { store, other: lines.length - store };
+}
+
+/** Resolves once `running` boxes are Running and `paused` Paused, from one list and a watch. */
+async function boxesSettled(kube: Kube, ns: string, running: number, paused: number) {
+  const phases = new Map<string, string | undefined>();
+  const settled = () => {
+    const n = { Running: 0, Paused: 0 } as Record<string, number>;
+    for (const p of phases.values()) if (p) n[p] = (n[p] ?? 0) + 1;
+    return n.Running === running && n.Paused === paused;
+  };
+  const first = await kube.get(paths.podboxes(ns));
+  for (const o of first.body.items as Obj[]) phases.set(o.metadata.name, o.status?.phase);
+  const stop = kube.watchCollection(
+    paths.podboxes(ns),
+    (type, o) => {
+      if (type === "DELETED") phases.delete(o.metadata.name);
+      else phases.set(o.metadata.name, o.status?.phase);
+    },
+    first.body.metadata.resourceVersion,
+  );
+  // Counting is O(boxes), so it is done twice a second rather than on every event.
+  for (let i = 0; !settled(); i++) {
+    if (i > 2400) throw new Error("the boxes never settled");
+    await sleep(500);
+  }
+  stop();
 }
 
 async function benchScale(kube: Kube) {
@@ -249,6 +278,7 @@ async function benchScale(kube: Kube) {
     metadata: { name: "scale-pool" },
     spec: { templateRef: "python", replicas: pooled },
   });
+  const standbys = poolReadiness(kube, ns, "scale-pool");
   const creates: Promise<unknown>[] = [];
   for (let i = 0; i < running + paused; i++) {
     const spec = {
@@ -260,16 +290,9 @@ async function benchScale(kube: Kube) {
     if (creates.length >= 20) await Promise.all(creates.splice(0));
   }
   await Promise.all(creates);
-  // Converged: every running box Running, the pool full.
-  for (;;) {
-    const boxes = (await kube.get(paths.podboxes(ns))).body.items as Obj[];
-    const up = boxes.filter(b => b.status?.phase === "Running").length;
-    const down = boxes.filter(b => b.status?.phase === "Paused").length;
-    const pool =
-      (await kube.get(paths.podwarmpools(ns, "scale-pool"))).body.status?.readyReplicas ?? 0;
-    if (up === running && down === paused && pool >= pooled) break;
-    await sleep(2000);
-  }
+  // Converged: every running box Running, every paused one Paused, the pool full (from watches).
+  await Promise.all([boxesSettled(kube, ns, running, paused), standbys.atLeast(pooled)]);
+  standbys.stop();
   const converge = (now() - t0) / 1000;
   await sleep(15_000); // let the last status echoes settle
   const before = moduleRequests();
@@ -284,8 +307,10 @@ async function benchScale(kube: Kube) {
     moduleRSSMiB: moduleRSSMiB(),
     moduleHeapUsedMiB: await metricMiB("nodejs_heap_size_used_bytes"),
     moduleExternalMiB: await metricMiB("nodejs_external_memory_bytes"),
-    moduleRequestsInIdleMinute: after - before,
-    apiRequestsPerIdleBoxPerMinute: Math.round(((after - before) / boxes) * 1000) / 1000,
+    moduleRequestsInIdleMinute: after.other - before.other,
+    apiRequestsPerIdleBoxPerMinute:
+      Math.round(((after.other - before.other) / boxes) * 1000) / 1000,
+    peprScheduleStoreWritesPerMinute: after.store - before.store,
     reaperPass: reaper,
   };
   await kube.delete(`/api/v1/namespaces/${ns}`);

@@ -4,7 +4,7 @@ import type { PodBoxStatus } from "../api/podbox";
 import type { PodBox } from "../api/kinds";
 import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import type { BoxAction, BoxEvent } from "./box-types";
-import { isRetryable, PermanentError, statusOf } from "./errors";
+import { describeError, isRetryable, PermanentError, statusOf } from "./errors";
 import { kubeRequest } from "../client/fast-client";
 import {
   createObject,
@@ -32,7 +32,7 @@ export async function applyAction(namespace: string, boxName: string, a: BoxActi
     const s = statusOf(e);
     if ((a.type === "createPVC" || a.type === "createPod") && s === 409) return;
     if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return;
-    if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: HTTP ${s}`);
+    if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
     throw e;
   }
   await failpoint(a.type);

@@ -3,7 +3,7 @@ import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import { listObjects, paths } from "../client/resources";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { boxKey, boxQueue, enqueueBox, enqueueBoxOfPod, standbyIndex } from "./box-reconciler";
-import { poolQueue, replenishSoon } from "./pool-reconciler";
+import { enqueuePool, poolQueue, replenishSoon } from "./pool-reconciler";
 import { reaperPass } from "./runtime";
 
 /** Reconcile binding of PodBox: every change of a box goes through its queue lane. */
@@ -36,7 +36,7 @@ export async function onTemplateChange(tpl: CubePodTemplate): Promise<void> {
 
 /** Reconcile binding of PodWarmPool: a new or changed pool is reconciled at once. */
 export async function onPoolChange(pool: PodWarmPool): Promise<void> {
-  poolQueue.add(boxKey(pool.metadata!.namespace!, pool.metadata!.name!));
+  enqueuePool(pool);
 }
 
 /** Watch of standby Pods: the index of ready standbys follows them; their pool looks again soon. */

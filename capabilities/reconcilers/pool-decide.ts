@@ -169,3 +169,29 @@ function poolStatus(
     conditions: [condition],
   };
 }
+
+/**
+ * The status of a pool whose standbys could not be made or removed (the API server refused a
+ * write): what the plan reported, with Ready False and the refusal, so that `kubectl get` shows
+ * why the pool is not filling rather than a bare count. The reconcile is retried with backoff.
+ */
+export function failedPoolStatus(
+  o: PoolObservation,
+  planned: PodWarmPoolStatus,
+  error: string,
+): PodWarmPoolStatus {
+  const prev = o.pool.status ?? {};
+  return {
+    ...planned,
+    conditions: [
+      readyCondition(
+        prev.conditions,
+        false,
+        o.pool.generation,
+        o.now,
+        "StandbyWriteFailed",
+        `cannot keep standbys: ${error}`,
+      ),
+    ],
+  };
+}

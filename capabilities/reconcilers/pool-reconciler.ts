@@ -14,8 +14,9 @@ import {
 import { templateHash } from "../manifests/template-hash";
 import { reconcileDuration } from "../metrics/registry";
 import { applyAction, sameJSON } from "./box-apply";
-import { reportRetry } from "./errors";
-import { decidePool, ObservedStandby, PoolObservation } from "./pool-decide";
+import { describeError, reportRetry } from "./errors";
+import { decidePool, failedPoolStatus, ObservedStandby, PoolObservation } from "./pool-decide";
+import { OwnWrites } from "./own-writes";
 import { KeyedQueue, WorkResult } from "./queue";
 
 /** The current template hash of each pool, for claims to prefer standbys that are not stale. */
@@ -95,12 +96,22 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
   };
 }
 
+/** Pool versions this reconciler wrote (its status): their watch events need no reconcile. */
+const poolWrites = new OwnWrites();
+
+/** Enqueues the reconcile of a pool's watch event, unless it is the echo of its status write. */
+export function enqueuePool(pool: PodWarmPool): void {
+  const key = `${pool.metadata!.namespace!}/${pool.metadata!.name!}`;
+  poolWrites.unlessEcho(key, pool.metadata?.resourceVersion, () => poolQueue.add(key));
+}
+
 /** One reconcile of a pool: observe, decide, apply, write the status when it changed. */
 export async function reconcilePool(key: string): Promise<WorkResult> {
   const [namespace, name] = key.split("/");
   const pool = await getObject<PodWarmPool>(paths.podWarmPools(namespace, name));
   if (!pool || pool.metadata?.deletionTimestamp) {
     poolHashes.delete(key);
+    poolWrites.forget(key);
     return;
   }
   const end = reconcileDuration.startTimer({ kind: "PodWarmPool" });
@@ -110,10 +121,21 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
       poolHashes.set(key, { hash: o.templateHash, envdPort: o.template.spec.envdPort });
     }
     const plan = decidePool(o);
-    for (const a of plan.actions) await applyAction(namespace, name, a);
-    if (!sameJSON(pool.status ?? {}, plan.status)) {
-      await mergePatchStatus(paths.podWarmPools(namespace, name), plan.status as PodWarmPoolStatus);
+    const writeStatus = (status: PodWarmPoolStatus) =>
+      poolWrites.during(key, async () =>
+        sameJSON(pool.status ?? {}, status)
+          ? undefined
+          : (await mergePatchStatus<PodWarmPool>(paths.podWarmPools(namespace, name), status))
+              .metadata?.resourceVersion,
+      );
+    try {
+      for (const a of plan.actions) await applyAction(namespace, name, a);
+    } catch (e) {
+      // Said in the status (best effort), then retried with backoff by the queue.
+      await writeStatus(failedPoolStatus(o, plan.status, describeError(e))).catch(() => undefined);
+      throw e;
     }
+    await writeStatus(plan.status);
   } finally {
     end();
   }

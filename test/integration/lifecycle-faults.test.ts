@@ -73,7 +73,10 @@ describe("bad input at runtime", () => {
     );
     await h.createBox("greedy", { templateRef: "greedy" });
     const box = await h.waitPhase("greedy", "Failed", "APIError");
-    expect(box.status.message).toBe("createPod failed: HTTP 422");
+    // The API server's own words, so that the user sees what to fix.
+    expect(box.status.message).toMatch(
+      /^createPod failed: HTTP 422: Pod "greedy" is invalid: .*cpu/,
+    );
     expect(await h.podsOf("greedy")).toEqual([]);
     await h.waitEvent("greedy", "APIError");
   });

@@ -152,6 +152,25 @@ describe("PodWarmPool, observed in the API server", () => {
     expect(lowest).toBeGreaterThanOrEqual(1);
   });
 
+  it("a pool whose standbys the API server refuses says why in its status", async () => {
+    await kube.mustCreate(
+      paths.podtemplates(ns),
+      podTemplate("no-runtime", { image: "py:3", runtimeClassName: "missing-class" }),
+    );
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "refused" },
+      spec: { templateRef: "no-runtime", replicas: 1 },
+    });
+    const pool = (await kube.waitFor(paths.podwarmpools(ns, "refused"), o =>
+      (o?.status?.conditions ?? []).some((c: Obj) => c.reason === "StandbyWriteFailed"),
+    )) as Obj;
+    expect(pool.status.conditions[0]).toMatchObject({ type: "Ready", status: "False" });
+    expect(pool.status.conditions[0].message).toContain('RuntimeClass "missing-class" not found');
+    await kube.delete(paths.podwarmpools(ns, "refused"));
+  });
+
   it("an empty pool falls back to a cold start", async () => {
     await createPool("empty", 0);
     await h.createBox("cold", { warmPoolRef: "empty" });

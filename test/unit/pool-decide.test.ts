@@ -1,6 +1,7 @@
 import { podWarmPoolSpecSchema } from "../../capabilities/api/podwarmpool";
 import {
   decidePool,
+  failedPoolStatus,
   ObservedStandby,
   PoolObservation,
 } from "../../capabilities/reconcilers/pool-decide";
@@ -158,5 +159,26 @@ describe("decidePool", () => {
     const p = decidePool(obs(2, [], false));
     expect(p.actions).toEqual([]);
     expect(p.status.conditions?.[0]).toMatchObject({ status: "False", reason: "TemplateNotFound" });
+  });
+});
+
+describe("failedPoolStatus", () => {
+  it("keeps the plan's counts and says why the pool is not filling", () => {
+    const o = obs(2, []);
+    const planned = decidePool(o).status;
+    const failed = failedPoolStatus(o, planned, 'HTTP 403: RuntimeClass "kata" not found');
+    expect(failed).toEqual({
+      ...planned,
+      conditions: [
+        {
+          type: "Ready",
+          status: "False",
+          observedGeneration: 2,
+          lastTransitionTime: NOW,
+          reason: "StandbyWriteFailed",
+          message: 'cannot keep standbys: HTTP 403: RuntimeClass "kata" not found',
+        },
+      ],
+    });
   });
 });
