@@ -62,6 +62,7 @@ describe("the deployable module manifest (npm run build)", () => {
       expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual([
         "cubepod-sandbox-pods-only",
         "cubepod-spec-changes-only",
+        "cubepod-box-create-needs-module",
       ]);
     }
   });
@@ -110,6 +111,7 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
       expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual([
         "cubepod-sandbox-pods-only",
         "cubepod-spec-changes-only",
+        "cubepod-box-create-needs-module",
       ]);
     }
     const out = dryRun(rendered);
