@@ -241,28 +241,13 @@ function moduleRequests(): { store: number; other: number } {
 
 /** Resolves once `running` boxes are Running and `paused` Paused, from one list and a watch. */
 async function boxesSettled(kube: Kube, ns: string, running: number, paused: number) {
-  const phases = new Map<string, string | undefined>();
-  const settled = () => {
-    const n = { Running: 0, Paused: 0 } as Record<string, number>;
-    for (const p of phases.values()) if (p) n[p] = (n[p] ?? 0) + 1;
-    return n.Running === running && n.Paused === paused;
-  };
-  const first = await kube.get(paths.podboxes(ns));
-  for (const o of first.body.items as Obj[]) phases.set(o.metadata.name, o.status?.phase);
-  const stop = kube.watchCollection(
+  const count = (items: Obj[], phase: string) =>
+    items.filter(b => b.status?.phase === phase).length;
+  await kube.waitForItems(
     paths.podboxes(ns),
-    (type, o) => {
-      if (type === "DELETED") phases.delete(o.metadata.name);
-      else phases.set(o.metadata.name, o.status?.phase);
-    },
-    first.body.metadata.resourceVersion,
+    items => count(items, "Running") === running && count(items, "Paused") === paused,
+    1_200_000,
   );
-  // Counting is O(boxes), so it is done twice a second rather than on every event.
-  for (let i = 0; !settled(); i++) {
-    if (i > 2400) throw new Error("the boxes never settled");
-    await sleep(500);
-  }
-  stop();
 }
 
 async function benchScale(kube: Kube) {

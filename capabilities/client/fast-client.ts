@@ -10,7 +10,7 @@ import { Agent, Headers, request } from "undici";
  * everything else on the machine. Credentials come from the same kubeconfig or in-cluster
  * service account, re-read every 5 minutes so that a rotated token is picked up.
  */
-type Connection = { agent: Agent; server: string; headers: Record<string, string>; at: number };
+type Connection = { agent: Agent; server: string; headers: Record<string, string> };
 
 const REFRESH_MS = 5 * 60_000;
 /** The user agent of every request but the watches (Pepr's and ours use the fluent client). */
@@ -41,7 +41,6 @@ async function connect(): Promise<Connection> {
     agent: new Agent({ keepAliveTimeout: 60_000, connections: 16, connect: tls }),
     server: cluster.server.replace(/\/$/, ""),
     headers,
-    at: Date.now(),
   };
 }
 

@@ -1,6 +1,7 @@
+import { API_VERSION } from "../api/common";
 import { jsonPatch, KubeError, kubeRequest, mergePatchStatus } from "./fast-client";
 
-const GROUP = "/apis/pod.cubeplex.ai/v1alpha1";
+const GROUP = `/apis/${API_VERSION}`;
 
 /** Namespaced collection and object paths of the kinds the module reads and writes. */
 const path = (base: string, plural: string) => (namespace: string, name?: string) =>

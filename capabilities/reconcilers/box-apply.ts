@@ -76,19 +76,29 @@ const patchPVC = (namespace: string, name: string, patch: object) =>
   mergePatch(paths.pvcs(namespace, name), patch);
 
 /**
- * Writes the box's status when it differs from the stored one. A merge patch keeps fields it
- * does not mention, so fields that must go (the Pod IP of a paused box) are sent as null.
- * Returns the new resourceVersion, or undefined when nothing was written.
+ * Writes an object's status when it differs from the stored one (`before`). A merge patch keeps
+ * fields it does not mention, so fields that must go (the Pod IP of a paused box) are sent as
+ * null. Returns the new resourceVersion, or undefined when nothing was written.
  */
-export async function writeStatus(box: PodBox, status: PodBoxStatus): Promise<string | undefined> {
-  const before = (box.status ?? {}) as Record<string, unknown>;
+export async function writeStatusAt(
+  path: string,
+  before: object,
+  status: object,
+): Promise<string | undefined> {
   if (sameJSON(before, status)) return undefined;
   const patch: Record<string, unknown> = { ...status };
   for (const k of Object.keys(before)) if (!(k in status)) patch[k] = null;
-  const path = paths.podBoxes(box.metadata!.namespace!, box.metadata!.name!);
-  const updated = await mergePatchStatus<PodBox>(path, patch);
+  const updated = await mergePatchStatus<{ metadata?: { resourceVersion?: string } }>(path, patch);
   return updated.metadata?.resourceVersion;
 }
+
+/** Writes the box's status when it changed (see {@link writeStatusAt}). */
+export const writeStatus = (box: PodBox, status: PodBoxStatus) =>
+  writeStatusAt(
+    paths.podBoxes(box.metadata!.namespace!, box.metadata!.name!),
+    box.status ?? {},
+    status,
+  );
 
 /** True when the box carries the cleanup finalizer (or is being deleted: none may be added). */
 export const hasFinalizer = (box: PodBox) =>

@@ -1,6 +1,7 @@
 import { podBoxSpecSchema } from "../api/podbox";
 import type { PodBox } from "../api/kinds";
 import { ANNOTATION_LAST_ACTIVITY, effectiveState, nextDeadline } from "./activity";
+import { objectKey } from "./keys";
 
 type Entry = { phase?: string; deadline?: number };
 
@@ -14,7 +15,7 @@ export class BoxCache {
 
   /** Records an added or modified box. */
   update(box: PodBox, now = Date.now()): void {
-    const key = `${box.metadata?.namespace}/${box.metadata?.name}`;
+    const key = objectKey(box.metadata?.namespace ?? "", box.metadata?.name ?? "");
     const spec = podBoxSpecSchema.safeParse(box.spec);
     const phase = box.status?.phase;
     let deadline: number | undefined;
@@ -36,7 +37,7 @@ export class BoxCache {
 
   /** Forgets a deleted box. */
   remove(namespace: string, name: string): void {
-    this.#boxes.delete(`${namespace}/${name}`);
+    this.#boxes.delete(objectKey(namespace, name));
   }
 
   /** Keys of the boxes whose deadline has passed; each deadline is reported once. */

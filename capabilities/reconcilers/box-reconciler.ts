@@ -23,9 +23,7 @@ import { poolHashes, replenishSoon } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
 import { Standby, StandbyIndex } from "./standby-index";
 import { OwnWrites } from "./own-writes";
-
-/** `namespace/name` of a box. */
-export const boxKey = (namespace: string, name: string) => `${namespace}/${name}`;
+import { objectKey } from "./keys";
 
 /** Box versions this reconciler wrote itself: their watch events need no reconcile. */
 const ownWrites = new OwnWrites();
@@ -112,7 +110,7 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
 async function claim(key: string, box: PodBox, since: number): Promise<boolean> {
   const namespace = box.metadata!.namespace!;
   const pool = box.spec!.warmPoolRef!;
-  const poolKey = `${namespace}/${pool}`;
+  const poolKey = objectKey(namespace, pool);
   const current = poolHashes.get(poolKey);
   claiming.add(box.metadata!.uid!);
   const standby = await claimStandby(box, standbyIndex, current?.hash, ownPodWrites);
@@ -163,9 +161,9 @@ export function enqueueBoxOfPod(
   pod: a.Pod,
   deleted = false,
 ): void {
-  const podKey = boxKey(namespace, pod.metadata!.name!);
+  const podKey = objectKey(namespace, pod.metadata!.name!);
   // A Pod on its way out has no echo left to recognise (and claimed Pods' names are unique).
-  const enqueue = () => boxQueue.add(boxKey(namespace, boxName));
+  const enqueue = () => boxQueue.add(objectKey(namespace, boxName));
   if (deleted || pod.metadata?.deletionTimestamp) {
     ownPodWrites.forget(podKey);
     enqueue();
@@ -174,7 +172,7 @@ export function enqueueBoxOfPod(
 
 /** Enqueues the box of a watch event, unless the event is the echo of our own write. */
 export function enqueueBox(box: PodBox): void {
-  const key = boxKey(box.metadata!.namespace!, box.metadata!.name!);
+  const key = objectKey(box.metadata!.namespace!, box.metadata!.name!);
   if (box.status?.phase || box.metadata?.deletionTimestamp) claiming.delete(box.metadata!.uid!);
   ownWrites.unlessEcho(key, box.metadata?.resourceVersion, () => {
     if (mayClaim(box) && !claiming.has(box.metadata!.uid!)) {

@@ -2,7 +2,8 @@ import type { a } from "pepr";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import { listObjects, paths } from "../client/resources";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
-import { boxKey, boxQueue, enqueueBox, enqueueBoxOfPod, standbyIndex } from "./box-reconciler";
+import { boxQueue, enqueueBox, enqueueBoxOfPod, standbyIndex } from "./box-reconciler";
+import { objectKey } from "./keys";
 import { enqueuePool, poolQueue, replenishSoon } from "./pool-reconciler";
 import { reaperPass } from "./runtime";
 
@@ -27,10 +28,10 @@ export async function onTemplateChange(tpl: CubePodTemplate): Promise<void> {
     listObjects<PodWarmPool>(paths.podWarmPools(namespace)),
   ]);
   for (const box of boxes) {
-    if (box.spec?.templateRef === name) boxQueue.add(boxKey(namespace, box.metadata!.name!));
+    if (box.spec?.templateRef === name) boxQueue.add(objectKey(namespace, box.metadata!.name!));
   }
   for (const pool of pools) {
-    if (pool.spec?.templateRef === name) poolQueue.add(boxKey(namespace, pool.metadata!.name!));
+    if (pool.spec?.templateRef === name) poolQueue.add(objectKey(namespace, pool.metadata!.name!));
   }
 }
 
@@ -53,7 +54,7 @@ export async function onStandbyPodGone(pod: a.Pod): Promise<void> {
 
 function wakePool(pod: a.Pod): void {
   const pool = pod.metadata?.labels?.[LABEL_POOL];
-  if (pool) replenishSoon(boxKey(pod.metadata!.namespace!, pool));
+  if (pool) replenishSoon(objectKey(pod.metadata!.namespace!, pool));
 }
 
 /** The reaper's schedule (see runtime.ts). */

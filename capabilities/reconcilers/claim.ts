@@ -6,6 +6,7 @@ import { statusOf } from "./errors";
 import { jsonPatch, paths } from "../client/resources";
 import type { OwnWrites } from "./own-writes";
 import type { Standby, StandbyIndex } from "./standby-index";
+import { objectKey } from "./keys";
 
 const escape = (label: string) => label.replaceAll("~", "~0").replaceAll("/", "~1");
 
@@ -13,7 +14,7 @@ const escape = (label: string) => label.replaceAll("~", "~0").replaceAll("/", "~
  * Claims a ready standby of the box's pool: one conditional write on the standby's Pod (a JSON
  * patch whose `test` of the resourceVersion the API server checks atomically) moves it from the
  * pool to the box. A lost race (the Pod changed or was taken) tries the next standby. The write
- * goes through `podWrites`, keyed `namespace/pod`, so that its watch echo is recognised. Returns
+ * goes through `podWrites`, keyed by {@link objectKey}, so that its watch echo is recognised. Returns
  * the claimed standby, or undefined when the pool has none ready (the box then starts cold).
  */
 export async function claimStandby(
@@ -40,7 +41,7 @@ export async function claimStandby(
           },
         ]);
       await podWrites.during(
-        `${namespace}/${s.name}`,
+        objectKey(namespace, s.name),
         async () => (await patch()).metadata?.resourceVersion,
       );
       return s;

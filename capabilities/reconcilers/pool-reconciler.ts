@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import type { kind } from "pepr";
 import type { CubePodTemplate, PodWarmPool } from "../api/kinds";
-import { getObject, listObjects, mergePatchStatus, paths } from "../client/resources";
+import { getObject, listObjects, paths } from "../client/resources";
 import type { PodWarmPoolStatus } from "../api/podwarmpool";
 import { podWarmPoolSpecSchema } from "../api/podwarmpool";
 import { validatePodTemplate } from "../admission/rules";
@@ -13,11 +13,12 @@ import {
 } from "../manifests/labels";
 import { templateHash } from "../manifests/template-hash";
 import { reconcileDuration } from "../metrics/registry";
-import { applyAction, sameJSON } from "./box-apply";
+import { applyAction, writeStatusAt } from "./box-apply";
 import { describeError, reportRetry } from "./errors";
 import { decidePool, failedPoolStatus, ObservedStandby, PoolObservation } from "./pool-decide";
 import { OwnWrites } from "./own-writes";
 import { KeyedQueue, WorkResult } from "./queue";
+import { objectKey } from "./keys";
 
 /** The current template hash of each pool, for claims to prefer standbys that are not stale. */
 export const poolHashes = new Map<string, { hash: string; envdPort: number }>();
@@ -101,7 +102,7 @@ const poolWrites = new OwnWrites();
 
 /** Enqueues the reconcile of a pool's watch event, unless it is the echo of its status write. */
 export function enqueuePool(pool: PodWarmPool): void {
-  const key = `${pool.metadata!.namespace!}/${pool.metadata!.name!}`;
+  const key = objectKey(pool.metadata!.namespace!, pool.metadata!.name!);
   poolWrites.unlessEcho(key, pool.metadata?.resourceVersion, () => poolQueue.add(key));
 }
 
@@ -122,11 +123,8 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
     }
     const plan = decidePool(o);
     const writeStatus = (status: PodWarmPoolStatus) =>
-      poolWrites.during(key, async () =>
-        sameJSON(pool.status ?? {}, status)
-          ? undefined
-          : (await mergePatchStatus<PodWarmPool>(paths.podWarmPools(namespace, name), status))
-              .metadata?.resourceVersion,
+      poolWrites.during(key, () =>
+        writeStatusAt(paths.podWarmPools(namespace, name), pool.status ?? {}, status),
       );
     try {
       for (const a of plan.actions) await applyAction(namespace, name, a);

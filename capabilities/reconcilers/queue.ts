@@ -75,13 +75,7 @@ export class KeyedQueue {
     const at = Date.now() + ms;
     const existing = this.#timers.get(key);
     if (existing && existing.at <= at) return;
-    this.#clearTimer(key);
-    const timer = setTimeout(() => {
-      this.#timers.delete(key);
-      this.add(key);
-    }, ms);
-    timer.unref();
-    this.#timers.set(key, { at, timer });
+    this.#setTimer(key, at);
   }
 
   /**
@@ -95,13 +89,7 @@ export class KeyedQueue {
     const deadline = existing?.deadline ?? now + maxWaitMs;
     const at = Math.min(now + quietMs, deadline);
     if (existing && existing.deadline === undefined && existing.at <= at) return;
-    this.#clearTimer(key);
-    const timer = setTimeout(() => {
-      this.#timers.delete(key);
-      this.add(key);
-    }, at - now);
-    timer.unref();
-    this.#timers.set(key, { at, timer, deadline });
+    this.#setTimer(key, at, deadline);
   }
 
   /** Keys waiting or running, and keys with a retry or requeue timer. */
@@ -158,6 +146,20 @@ export class KeyedQueue {
       if (this.#dirty.delete(key)) this.add(key);
       this.#pump();
     }
+  }
+
+  /** Replaces the key's timer with one that adds it at `at` (epoch ms). */
+  #setTimer(key: string, at: number, deadline?: number): void {
+    this.#clearTimer(key);
+    const timer = setTimeout(
+      () => {
+        this.#timers.delete(key);
+        this.add(key);
+      },
+      Math.max(0, at - Date.now()),
+    );
+    timer.unref();
+    this.#timers.set(key, { at, timer, deadline });
   }
 
   #clearTimer(key: string): void {

@@ -1,5 +1,6 @@
 import type { V1Pod } from "@kubernetes/client-node";
 import { LABEL_POOL, LABEL_TEMPLATE_HASH } from "../manifests/labels";
+import { objectKey } from "./keys";
 
 /** A ready standby as the claim path needs it. */
 export type Standby = {
@@ -12,8 +13,6 @@ export type Standby = {
   rootfsPVCName: string;
   workspacePVCName: string;
 };
-
-const poolKey = (namespace: string, pool: string) => `${namespace}/${pool}`;
 
 /**
  * The ready standbys of every pool, kept from the watch on pool Pods, so that a claim picks one
@@ -40,7 +39,7 @@ export class StandbyIndex {
     if (!ready) return;
     const claim = (v: string) =>
       pod.spec?.volumes?.find(x => x.name === v)?.persistentVolumeClaim?.claimName ?? "";
-    const members = this.#pools.get(poolKey(ns, pool)) ?? new Map<string, Standby>();
+    const members = this.#pools.get(objectKey(ns, pool)) ?? new Map<string, Standby>();
     members.set(name + "@" + ns, {
       namespace: ns,
       pool,
@@ -51,12 +50,12 @@ export class StandbyIndex {
       rootfsPVCName: claim("rootfs"),
       workspacePVCName: claim("workspace"),
     });
-    this.#pools.set(poolKey(ns, pool), members);
+    this.#pools.set(objectKey(ns, pool), members);
   }
 
   /** Takes a ready standby of the pool with the template hash, if any, out of the index. */
   take(namespace: string, pool: string, templateHash?: string): Standby | undefined {
-    const members = this.#pools.get(poolKey(namespace, pool));
+    const members = this.#pools.get(objectKey(namespace, pool));
     if (!members) return undefined;
     for (const [k, s] of members) {
       if (templateHash !== undefined && s.templateHash !== templateHash) continue;
@@ -68,7 +67,7 @@ export class StandbyIndex {
 
   /** Ready standbys of a pool not reserved by a claim. */
   ready(namespace: string, pool: string): number {
-    return this.#pools.get(poolKey(namespace, pool))?.size ?? 0;
+    return this.#pools.get(objectKey(namespace, pool))?.size ?? 0;
   }
 
   /** Ready standbys per pool, for the metrics. */
