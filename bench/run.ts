@@ -4,7 +4,7 @@
  * as JSON under bench/results/. Not part of `npm test`: tests never assert on time.
  */
 import { execFileSync } from "node:child_process";
-import { mkdirSync, readFileSync, writeFileSync, existsSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../test/integration/kube";
 import { podBox, podTemplate, TEMPLATE } from "../test/integration/lifecycle-helpers";
@@ -95,12 +95,14 @@ async function benchWarm(kube: Kube, ns: string) {
   const standbys = poolReadiness(kube, ns, pool);
   await standbys.atLeast(25);
   const w = watcher(kube, paths.podboxes(ns), o => Boolean(o.status?.podIP));
+  const boxes = new Map<string, Obj>();
   const claimed = (names: string[]) =>
     Promise.all(
-      names.map(
-        async n =>
-          (await kube.get(paths.podboxes(ns, n))).body.status?.reason === "WarmPoolClaimed",
-      ),
+      names.map(async n => {
+        const box = (await kube.get(paths.podboxes(ns, n))).body;
+        boxes.set(n, box);
+        return box.status?.reason === "WarmPoolClaimed";
+      }),
     );
   const one = async (name: string) => {
     const t0 = now();
@@ -136,11 +138,13 @@ async function benchWarm(kube: Kube, ns: string) {
   const warm1 = (await claimed(c1Names)).filter(Boolean).length;
   const warm20 = (await claimed(c20Names)).filter(Boolean).length;
   const warmQuiet = (await claimed(quietNames)).filter(Boolean).length;
+  const share = apiServerShare(ns, boxes);
+  const split = (names: string[], ms: number[]) => share(names.map((n, i) => [n, ms[i]]));
   results.warmClaim = {
     what: "PodBox create request -> a watching client sees status.podIP (ms)",
-    concurrency1: { ...stats(c1), claimed: warm1 },
-    concurrency1QuietPool: { ...stats(quiet), claimed: warmQuiet },
-    concurrency20: { ...stats(c20), claimed: warm20 },
+    concurrency1: { ...stats(c1), claimed: warm1, ...split(c1Names, c1) },
+    concurrency1QuietPool: { ...stats(quiet), claimed: warmQuiet, ...split(quietNames, quiet) },
+    concurrency20: { ...stats(c20), claimed: warm20, ...split(c20Names, c20) },
   };
   await kube.delete(paths.podwarmpools(ns, pool));
   // The pool's standbys go with it; the next benchmark starts once they are gone.
@@ -237,6 +241,64 @@ function moduleRequests(): { store: number; other: number } {
     );
   const store = lines.filter(l => l.includes('"resource":"peprstores"')).length;
   return { store, other: lines.length - store };
+}
+
+/** The audit log's events (this log and its rotated predecessor) that contain every `needle`. */
+function auditEvents(...needles: string[]): Obj[] {
+  const dir = join(CLUSTER_DIR, "logs");
+  if (!existsSync(dir)) return [];
+  return readdirSync(dir)
+    .filter(f => f.startsWith("audit") && f.endsWith(".log"))
+    .flatMap(f => readFileSync(join(dir, f), "utf8").split("\n"))
+    .filter(l => needles.every(n => l.includes(n)))
+    .map(l => JSON.parse(l) as Obj);
+}
+
+/** An audit timestamp (RFC 3339 with microseconds) in epoch milliseconds, fraction kept. */
+const auditMs = (t: string) =>
+  Date.parse(t.slice(0, 19) + "Z") + Number(`0${t.slice(19, -1)}`) * 1000;
+
+/**
+ * Splits each claim's latency into the time the API server spent inside its three writes (the
+ * client's create, the claim's conditional Pod patch, the box status patch; from the audit log:
+ * request received to response complete) and the rest (watch delivery to the module and to the
+ * client, the module, the network). The first is what this machine's API server costs; the
+ * operator's part is in the second.
+ */
+function apiServerShare(ns: string, boxes: Map<string, Obj>) {
+  const inside = new Map<string, number>();
+  const first = new Map<string, number>();
+  for (const e of auditEvents(`"namespace":"${ns}"`, '"stage":"ResponseComplete"')) {
+    const o = e.objectRef ?? {};
+    const ours = e.userAgent === "cubepod";
+    const key =
+      o.resource === "podboxes" && e.verb === "create"
+        ? `create/${o.name}`
+        : o.resource === "podboxes" && o.subresource === "status" && e.verb === "patch" && ours
+          ? `status/${o.name}`
+          : o.resource === "pods" && !o.subresource && e.verb === "patch" && ours
+            ? `pod/${o.name}`
+            : undefined;
+    // The first of each: the claim's own writes come before any later change of the box.
+    if (!key || first.has(key)) continue;
+    first.set(key, 1);
+    inside.set(key, auditMs(e.stageTimestamp) - auditMs(e.requestReceivedTimestamp));
+  }
+  return (claims: [string, number][]) => {
+    const api: number[] = [];
+    const rest: number[] = [];
+    for (const [name, total] of claims) {
+      const podName = boxes.get(name)?.status?.podName;
+      const parts = [`create/${name}`, `pod/${podName}`, `status/${name}`].map(k => inside.get(k));
+      if (parts.some(p => p === undefined)) continue;
+      const sum = parts.reduce((a, b) => a! + b!, 0)!;
+      api.push(sum);
+      rest.push(total - sum);
+    }
+    if (api.length === 0) return {};
+    const { p50, p95 } = stats(api);
+    return { insideApiServerP50: p50, insideApiServerP95: p95, restP50: stats(rest).p50 };
+  };
 }
 
 /** Resolves once `running` boxes are Running and `paused` Paused, from one list and a watch. */

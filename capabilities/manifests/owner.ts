@@ -1,7 +1,15 @@
 import { API_VERSION } from "../api/common";
 import type { Owner } from "./types";
 
-/** The controller ownerReference a CubePod object puts on what it owns (GC follows it). */
+/**
+ * The controller ownerReference a CubePod object puts on what it owns (GC follows it).
+ *
+ * A box blocks its own foreground deletion until its Pod and PVCs are gone. A pool does not:
+ * its standbys change owner when a box claims them, and the garbage collector answers every
+ * removed reference that blocks owner deletion with a live GET of that owner (three per claim,
+ * the Pod and both PVCs), deletion or not. The standbys are still collected with the pool.
+ */
 export function controllerRef(kind: "PodBox" | "PodWarmPool", name: string, uid: string): Owner {
-  return { apiVersion: API_VERSION, kind, name, uid, controller: true, blockOwnerDeletion: true };
+  const ref = { apiVersion: API_VERSION, kind, name, uid, controller: true };
+  return kind === "PodBox" ? { ...ref, blockOwnerDeletion: true } : ref;
 }

@@ -41,10 +41,11 @@ describe("PodWarmPool, observed in the API server", () => {
       const pod = await get(paths.pods(ns, name));
       expect(pod.status.phase).toBe("Running");
       expect(pod.status.podIP).toMatch(/^127\./);
-      expect(pod.metadata.ownerReferences[0]).toMatchObject({
-        kind: "PodWarmPool",
-        uid: pool.metadata.uid,
-      });
+      expect(pod.metadata.ownerReferences).toEqual([
+        expect.objectContaining({ kind: "PodWarmPool", uid: pool.metadata.uid, controller: true }),
+      ]);
+      // Claims remove this reference; one that blocked owner deletion would cost a GC read of the pool.
+      expect(pod.metadata.ownerReferences[0].blockOwnerDeletion).toBeUndefined();
       expect(pod.spec.initContainers[0].name).toBe("podd-installer");
       expect(pod.metadata.labels["pod.cubeplex.ai/box"]).toBeUndefined();
     }
@@ -169,6 +170,32 @@ describe("PodWarmPool, observed in the API server", () => {
     expect(pool.status.conditions[0]).toMatchObject({ type: "Ready", status: "False" });
     expect(pool.status.conditions[0].message).toContain('RuntimeClass "missing-class" not found');
     await kube.delete(paths.podwarmpools(ns, "refused"));
+  });
+
+  it("a deleted pool takes its unclaimed standbys with it, in the foreground too; a claimed one stays with its box", async () => {
+    await createPool("gone", 2);
+    await poolAt("gone", 2);
+    await h.createBox("keeper", { warmPoolRef: "gone" });
+    const box = await h.waitPhase("keeper", "Running", "WarmPoolClaimed");
+    await kube.waitFor(
+      paths.pvcs(ns, box.status.rootfsPVCName),
+      o => o?.metadata.labels?.["pod.cubeplex.ai/pool"] === undefined,
+    );
+    const res = await kube.request("DELETE", paths.podwarmpools(ns, "gone"), {
+      propagationPolicy: "Foreground",
+    });
+    expect(res.status).toBeLessThan(300);
+    await kube.waitFor(paths.podwarmpools(ns, "gone"), o => o === undefined);
+    const selector = encodeURIComponent("pod.cubeplex.ai/pool=gone");
+    await kube.waitForItems(`${paths.pods(ns)}?labelSelector=${selector}`, i => i.length === 0);
+    await kube.waitForItems(`${paths.pvcs(ns)}?labelSelector=${selector}`, i => i.length === 0);
+    expect(
+      (await get(paths.pods(ns, box.status.podName))).metadata.deletionTimestamp,
+    ).toBeUndefined();
+    for (const pvc of [box.status.rootfsPVCName, box.status.workspacePVCName]) {
+      expect((await get(paths.pvcs(ns, pvc))).metadata.deletionTimestamp).toBeUndefined();
+    }
+    expect((await get(paths.podboxes(ns, "keeper"))).status.phase).toBe("Running");
   });
 
   it("an empty pool falls back to a cold start", async () => {

@@ -84,10 +84,17 @@ describe("decidePool", () => {
     expect(pod?.type === "createPod" && pod.pod.metadata?.labels).not.toHaveProperty(
       "pod.cubeplex.ai/box",
     );
-    expect(pod?.type === "createPod" && pod.pod.metadata?.ownerReferences?.[0]).toMatchObject({
-      kind: "PodWarmPool",
-      uid: "pool-uid",
-    });
+    expect(pod?.type === "createPod" && pod.pod.metadata?.ownerReferences).toEqual([
+      // No blockOwnerDeletion: a claim removes the reference, and the garbage collector would
+      // answer each removal with a GET of the pool.
+      {
+        apiVersion: "pod.cubeplex.ai/v1alpha1",
+        kind: "PodWarmPool",
+        name: "pool",
+        uid: "pool-uid",
+        controller: true,
+      },
+    ]);
     expect(p.status).toMatchObject({
       replicas: 0,
       readyReplicas: 0,
