@@ -13,6 +13,13 @@ import { Agent, Headers, request } from "undici";
 type Connection = { agent: Agent; server: string; headers: Record<string, string> };
 
 const REFRESH_MS = 5 * 60_000;
+/**
+ * How long a request may wait for its answer (headers, then between body chunks). The API server
+ * ends ordinary requests itself at 60 s, so only a dead connection or a hung server reaches this;
+ * undici's own default (300 s) would hold a box's events that long (they wait while a write of
+ * ours to it is in flight), and the queue retries a timed-out write like any failed one.
+ */
+const TIMEOUT_MS = Number(process.env.CUBEPOD_API_TIMEOUT_MS ?? 65_000);
 /** The user agent of every request but the watches (Pepr's and ours use the fluent client). */
 export const USER_AGENT = "cubepod";
 let connection: Promise<Connection> | undefined;
@@ -38,7 +45,13 @@ async function connect(): Promise<Connection> {
   );
   if (auth) headers.Authorization = auth;
   return {
-    agent: new Agent({ keepAliveTimeout: 60_000, connections: 16, connect: tls }),
+    agent: new Agent({
+      keepAliveTimeout: 60_000,
+      connections: 16,
+      connect: tls,
+      headersTimeout: TIMEOUT_MS,
+      bodyTimeout: TIMEOUT_MS,
+    }),
     server: cluster.server.replace(/\/$/, ""),
     headers,
   };
