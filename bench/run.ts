@@ -3,7 +3,7 @@
  * `npm run bench -- warm cold admission scale` picks some. Prints a table and saves the figures
  * as JSON under bench/results/. Not part of `npm test`: tests never assert on time.
  */
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../test/integration/kube";
@@ -177,6 +177,64 @@ async function benchWarm(kube: Kube, ns: string) {
     items => items.length === 0,
     300_000,
   );
+}
+
+/**
+ * The floor under the warm claim on this machine, taken right after it: the same claims (back to
+ * back, then one at a time on a full pool) served by bench/floor-operator.ts instead of the
+ * module, which is stopped meanwhile. That operator makes the same two writes on the same
+ * standby Pods (made by the module before it stopped) and does nothing else, so the difference
+ * between the two figures is what CubePod adds.
+ */
+async function benchFloor(kube: Kube) {
+  const ns = await kube.namespace("bench-floor");
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
+  const pool = "floor-pool";
+  const size = 60;
+  await kube.mustCreate(paths.podwarmpools(ns), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name: pool },
+    spec: { templateRef: "python", replicas: size },
+  });
+  const standbys = poolReadiness(kube, ns, pool);
+  await standbys.atLeast(size);
+  standbys.stop();
+  cluster("module", "stop");
+  const operator = spawn("npx", ["tsx", join(ROOT, "bench", "floor-operator.ts"), ns, pool], {
+    stdio: ["ignore", "pipe", "inherit"],
+  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      operator.stdout.on("data", d => String(d).includes("ready") && resolve());
+      operator.on("exit", code => reject(new Error(`floor operator exited (${code})`)));
+    });
+    const w = watcher(kube, paths.podboxes(ns), o => Boolean(o.status?.podIP));
+    const one = async (name: string) => {
+      const t0 = now();
+      await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
+      return (await w.when(name)) - t0;
+    };
+    const backToBack: number[] = [];
+    for (let i = 0; i < 40; i++) backToBack.push(await one(`floor-c1-${i}`));
+    const quiet: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      await sleep(1500);
+      quiet.push(await one(`floor-quiet-${i}`));
+    }
+    w.stop();
+    results.warmClaimFloor = {
+      what: "the warm claims above, served by an operator that only makes the claim's two writes (ms)",
+      concurrency1: stats(backToBack),
+      concurrency1QuietPool: stats(quiet),
+    };
+  } finally {
+    operator.kill();
+    // Nothing of the module's is in the namespace but the pool and its standbys (no finalizer).
+    await kube.delete(`/api/v1/namespaces/${ns}`);
+    await kube.waitFor(`/api/v1/namespaces/${ns}`, o => o === undefined, 300_000);
+    cluster("module", "start");
+  }
 }
 
 async function benchCold(kube: Kube, ns: string) {
@@ -391,6 +449,7 @@ async function benchScale(kube: Kube) {
 const RERUN: Record<string, string> = {
   apiServerBaseline: "npm run bench (taken before any of them)",
   warmClaim: "npm run bench -- warm",
+  warmClaimFloor: "npm run bench -- floor",
   coldStart: "npm run bench -- cold",
   admission: "npm run bench -- admission",
   scale: "npm run bench -- scale",
@@ -437,6 +496,7 @@ async function main() {
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   await benchBaseline(kube, ns);
   if (wanted("warm")) await benchWarm(kube, ns);
+  if (wanted("floor")) await benchFloor(kube);
   if (wanted("cold")) await benchCold(kube, ns);
   if (wanted("admission")) await benchAdmission(kube, ns);
   await kube.delete(`/api/v1/namespaces/${ns}`);
