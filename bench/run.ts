@@ -108,17 +108,38 @@ async function benchBaseline(kube: Kube, ns: string) {
   };
 }
 
-async function benchWarm(kube: Kube, ns: string) {
-  const pool = "bench-pool";
+/** Creates a pool of the "python" template and follows its ready standbys. */
+async function startPool(kube: Kube, ns: string, pool: string, replicas: number) {
   await kube.mustCreate(paths.podwarmpools(ns), {
     apiVersion: "pod.cubeplex.ai/v1alpha1",
     kind: "PodWarmPool",
     metadata: { name: pool },
-    spec: { templateRef: "python", replicas: 25 },
+    spec: { templateRef: "python", replicas },
   });
-  const standbys = poolReadiness(kube, ns, pool);
-  await standbys.atLeast(25);
+  return poolReadiness(kube, ns, pool);
+}
+
+/**
+ * Times warm claims on `pool`: from the PodBox create request to the moment a watching client
+ * sees the box's `status.podIP`. `stop` ends the watch.
+ */
+function claimTimer(kube: Kube, ns: string, pool: string) {
   const w = watcher(kube, paths.podboxes(ns), o => Boolean(o.status?.podIP));
+  return {
+    claim: async (name: string) => {
+      const t0 = now();
+      await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
+      return (await w.when(name)) - t0;
+    },
+    stop: w.stop,
+  };
+}
+
+async function benchWarm(kube: Kube, ns: string) {
+  const pool = "bench-pool";
+  const standbys = await startPool(kube, ns, pool, 25);
+  await standbys.atLeast(25);
+  const { claim: one, stop } = claimTimer(kube, ns, pool);
   const boxes = new Map<string, Obj>();
   const claimed = (names: string[]) =>
     Promise.all(
@@ -128,11 +149,6 @@ async function benchWarm(kube: Kube, ns: string) {
         return box.status?.reason === "WarmPoolClaimed";
       }),
     );
-  const one = async (name: string) => {
-    const t0 = now();
-    await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
-    return (await w.when(name)) - t0;
-  };
   const c1: number[] = [];
   const c1Names: string[] = [];
   for (let i = 0; i < 40; i++) {
@@ -157,7 +173,7 @@ async function benchWarm(kube: Kube, ns: string) {
     c20Names.push(...names);
     c20.push(...(await Promise.all(names.map(one))));
   }
-  w.stop();
+  stop();
   standbys.stop();
   const warm1 = (await claimed(c1Names)).filter(Boolean).length;
   const warm20 = (await claimed(c20Names)).filter(Boolean).length;
@@ -191,30 +207,21 @@ async function benchFloor(kube: Kube) {
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const pool = "floor-pool";
   const size = 60;
-  await kube.mustCreate(paths.podwarmpools(ns), {
-    apiVersion: "pod.cubeplex.ai/v1alpha1",
-    kind: "PodWarmPool",
-    metadata: { name: pool },
-    spec: { templateRef: "python", replicas: size },
-  });
-  const standbys = poolReadiness(kube, ns, pool);
+  const standbys = await startPool(kube, ns, pool, size);
   await standbys.atLeast(size);
   standbys.stop();
   cluster("module", "stop");
+  // Its own process group: npx and tsx start children of their own, and all of them must end.
   const operator = spawn("npx", ["tsx", join(ROOT, "bench", "floor-operator.ts"), ns, pool], {
     stdio: ["ignore", "pipe", "inherit"],
+    detached: true,
   });
   try {
     await new Promise<void>((resolve, reject) => {
       operator.stdout.on("data", d => String(d).includes("ready") && resolve());
       operator.on("exit", code => reject(new Error(`floor operator exited (${code})`)));
     });
-    const w = watcher(kube, paths.podboxes(ns), o => Boolean(o.status?.podIP));
-    const one = async (name: string) => {
-      const t0 = now();
-      await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
-      return (await w.when(name)) - t0;
-    };
+    const { claim: one, stop } = claimTimer(kube, ns, pool);
     const backToBack: number[] = [];
     for (let i = 0; i < 40; i++) backToBack.push(await one(`floor-c1-${i}`));
     const quiet: number[] = [];
@@ -222,14 +229,15 @@ async function benchFloor(kube: Kube) {
       await sleep(1500);
       quiet.push(await one(`floor-quiet-${i}`));
     }
-    w.stop();
+    stop();
     results.warmClaimFloor = {
       what: "the warm claims above, served by an operator that only makes the claim's two writes (ms)",
       concurrency1: stats(backToBack),
       concurrency1QuietPool: stats(quiet),
     };
   } finally {
-    operator.kill();
+    process.kill(-operator.pid!, "SIGTERM");
+    operator.stdout.destroy();
     // Nothing of the module's is in the namespace but the pool and its standbys (no finalizer).
     await kube.delete(`/api/v1/namespaces/${ns}`);
     await kube.waitFor(`/api/v1/namespaces/${ns}`, o => o === undefined, 300_000);
@@ -401,13 +409,7 @@ async function benchScale(kube: Kube) {
   const paused = 400;
   const pooled = 400;
   const t0 = now();
-  await kube.mustCreate(paths.podwarmpools(ns), {
-    apiVersion: "pod.cubeplex.ai/v1alpha1",
-    kind: "PodWarmPool",
-    metadata: { name: "scale-pool" },
-    spec: { templateRef: "python", replicas: pooled },
-  });
-  const standbys = poolReadiness(kube, ns, "scale-pool");
+  const standbys = await startPool(kube, ns, "scale-pool", pooled);
   const creates: Promise<unknown>[] = [];
   for (let i = 0; i < running + paused; i++) {
     const spec = {

@@ -1,10 +1,34 @@
 import { DEFAULT_ENVD_PORT } from "../api/common";
 import type { PodBox } from "../api/kinds";
 import type { PodBoxStatus } from "../api/podbox";
-import { FINALIZER } from "../manifests/labels";
+import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
+import { controllerRef } from "../manifests/owner";
 import type { Standby } from "./standby-index";
 
-/* The pure half of a warm claim (which box may claim, the status it gets); claim.ts applies it. */
+/*
+ * The pure half of a warm claim (which box may claim, the write that claims, the status it gets);
+ * claim.ts applies it.
+ */
+
+/** A JSON-patch path segment (RFC 6901): label keys contain "/". */
+const escape = (key: string) => key.replaceAll("~", "~0").replaceAll("/", "~1");
+
+/**
+ * The claim itself: a JSON patch of the standby's Pod whose `test` of the resourceVersion the
+ * API server checks atomically, moving the Pod from the pool to the box (labels, owner).
+ */
+export function claimPatch(box: PodBox, s: Standby): object[] {
+  return [
+    { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
+    { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
+    { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
+    {
+      op: "replace",
+      path: "/metadata/ownerReferences",
+      value: [controllerRef("PodBox", box.metadata!.name!, box.metadata!.uid!)],
+    },
+  ];
+}
 
 /**
  * True for a box that may claim a standby: new, meant to run, nothing of its own to keep. A box

@@ -1,21 +1,19 @@
 import type { PodBox } from "../api/kinds";
-import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { controllerRef } from "../manifests/owner";
 import { takeOverPVC } from "./box-apply";
 import { statusOf } from "./errors";
+import { claimPatch } from "./claim-decide";
 import { jsonPatch, paths } from "../client/resources";
 import type { OwnWrites } from "./own-writes";
 import type { Standby, StandbyIndex } from "./standby-index";
 import { objectKey } from "./keys";
 
-const escape = (label: string) => label.replaceAll("~", "~0").replaceAll("/", "~1");
-
 /**
- * Claims a ready standby of the box's pool: one conditional write on the standby's Pod (a JSON
- * patch whose `test` of the resourceVersion the API server checks atomically) moves it from the
- * pool to the box. A lost race (the Pod changed or was taken) tries the next standby. The write
- * goes through `podWrites`, keyed by {@link objectKey}, so that its watch echo is recognised. Returns
- * the claimed standby, or undefined when the pool has none ready (the box then starts cold).
+ * Claims a ready standby of the box's pool: one conditional write on the standby's Pod
+ * ({@link claimPatch}) moves it from the pool to the box. A lost race (the Pod changed or was
+ * taken) tries the next standby. The write goes through `podWrites`, keyed by {@link objectKey},
+ * so that its watch echo is recognised. Returns the claimed standby, or undefined when the pool
+ * has none ready (the box then starts cold).
  */
 export async function claimStandby(
   box: PodBox,
@@ -29,21 +27,11 @@ export async function claimStandby(
     const s = index.take(namespace, box.spec!.warmPoolRef!, templateHash);
     if (!s) return undefined;
     try {
-      const patch = () =>
-        jsonPatch<{ metadata?: { resourceVersion?: string } }>(paths.pods(namespace, s.name), [
-          { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
-          { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
-          { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
-          {
-            op: "replace",
-            path: "/metadata/ownerReferences",
-            value: [controllerRef("PodBox", box.metadata!.name!, box.metadata!.uid!)],
-          },
-        ]);
-      await podWrites.during(
-        objectKey(namespace, s.name),
-        async () => (await patch()).metadata?.resourceVersion,
-      );
+      await podWrites.during(objectKey(namespace, s.name), async () => {
+        type Written = { metadata?: { resourceVersion?: string } };
+        const pod = await jsonPatch<Written>(paths.pods(namespace, s.name), claimPatch(box, s));
+        return pod.metadata?.resourceVersion;
+      });
       return s;
     } catch (e) {
       // 422: the test failed (someone else changed or claimed it); 404/409: gone or conflicting.

@@ -7,6 +7,7 @@ import type {
 } from "../../capabilities/reconcilers/box-types";
 import {
   claimedStatus as statusOfClaim,
+  claimPatch,
   mayClaim,
 } from "../../capabilities/reconcilers/claim-decide";
 import { template } from "./fixtures";
@@ -708,6 +709,38 @@ describe("decideBox: a claimed warm standby", () => {
       expect(p.status).toEqual(written);
       expect(p.events).toEqual([]);
     }
+  });
+
+  it("claims with one JSON patch that tests the standby's resourceVersion first", () => {
+    const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1" } };
+    const standby = {
+      name: "pool-x1",
+      pool: "pool",
+      namespace: "ns",
+      podIP: "127.64.0.7",
+      resourceVersion: "7",
+      rootfsPVCName: "pool-x1-rootfs-g1",
+      workspacePVCName: "pool-x1-workspace",
+    };
+    expect(claimPatch(box, standby)).toEqual([
+      { op: "test", path: "/metadata/resourceVersion", value: "7" },
+      { op: "remove", path: "/metadata/labels/pod.cubeplex.ai~1pool" },
+      { op: "add", path: "/metadata/labels/pod.cubeplex.ai~1box", value: "box" },
+      {
+        op: "replace",
+        path: "/metadata/ownerReferences",
+        value: [
+          {
+            apiVersion: "pod.cubeplex.ai/v1alpha1",
+            kind: "PodBox",
+            name: "box",
+            uid: "uid-1",
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+    ]);
   });
 
   it("lets only a new box of a pool claim, and only before its cold start began", () => {
