@@ -627,6 +627,18 @@ describe("decideBox: idle pause, activity and leases", () => {
   });
 });
 
+/** A ready standby of pool "pool", as the index hands it to a claim. */
+const STANDBY = {
+  name: "pool-x1",
+  pool: "pool",
+  namespace: "ns",
+  podIP: "127.64.0.7",
+  resourceVersion: "7",
+  templateHash: "h",
+  rootfsPVCName: "pool-x1-rootfs-g1",
+  workspacePVCName: "pool-x1-workspace",
+};
+
 describe("decideBox: a claimed warm standby", () => {
   const claimedPVCs = (owner: ObservedPVC["owner"]) => [
     pvc("pool-x1-workspace", { owner, volumeKey: "pool-x1" }),
@@ -685,18 +697,8 @@ describe("decideBox: a claimed warm standby", () => {
   });
 
   it("writes nothing after the claim: the claim's own status is what it decides", () => {
-    const standby = {
-      name: "pool-x1",
-      pool: "pool",
-      namespace: "ns",
-      podIP: "127.64.0.7",
-      resourceVersion: "7",
-      templateHash: "h",
-      rootfsPVCName: "pool-x1-rootfs-g1",
-      workspacePVCName: "pool-x1-workspace",
-    };
     const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1", generation: 4 } };
-    const written = statusOfClaim(box, standby, 0, EARLIER);
+    const written = statusOfClaim(box, STANDBY, 0, EARLIER);
     for (const owner of ["pool", "this"] as const) {
       const p = decideBox(
         obs({
@@ -713,16 +715,7 @@ describe("decideBox: a claimed warm standby", () => {
 
   it("claims with one JSON patch that tests the standby's resourceVersion first", () => {
     const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1" } };
-    const standby = {
-      name: "pool-x1",
-      pool: "pool",
-      namespace: "ns",
-      podIP: "127.64.0.7",
-      resourceVersion: "7",
-      rootfsPVCName: "pool-x1-rootfs-g1",
-      workspacePVCName: "pool-x1-workspace",
-    };
-    expect(claimPatch(box, standby)).toEqual([
+    expect(claimPatch(box, STANDBY)).toEqual([
       { op: "test", path: "/metadata/resourceVersion", value: "7" },
       { op: "remove", path: "/metadata/labels/pod.cubeplex.ai~1pool" },
       { op: "add", path: "/metadata/labels/pod.cubeplex.ai~1box", value: "box" },
