@@ -7,7 +7,11 @@ export const LABEL_POOL = `${GROUP}/pool`;
 export const LABEL_VOLUME = `${GROUP}/volume`;
 export const LABEL_VOLUME_KEY = `${GROUP}/volume-key`;
 export const LABEL_ROOTFS_GENERATION = `${GROUP}/rootfs-generation`;
-/** On a warm standby: the hash of the template spec it was built from. */
+/**
+ * On a sandbox Pod (and a standby's PVCs): the hash of the template spec it was built from. A
+ * standby whose hash is not its template's is stale; the mutate webhook injects a cached spec
+ * with the Pod's hash without reading the template.
+ */
 export const LABEL_TEMPLATE_HASH = `${GROUP}/template-hash`;
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "cubepod";

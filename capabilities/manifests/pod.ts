@@ -3,9 +3,11 @@ import {
   LABEL_BOX,
   LABEL_MANAGED_BY,
   LABEL_TEMPLATE,
+  LABEL_TEMPLATE_HASH,
   LABEL_VOLUME_KEY,
   MANAGED_BY,
 } from "./labels";
+import { templateHash } from "./template-hash";
 import { Owner, TemplateRef } from "./types";
 
 /** Paths inside the sandbox container: fixed by podd-init. */
@@ -88,6 +90,8 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
         [LABEL_MANAGED_BY]: MANAGED_BY,
         [LABEL_BOX]: input.boxName,
         [LABEL_TEMPLATE]: input.template.name,
+        // Which version of the template the Pod was built from, for the webhook's cache.
+        [LABEL_TEMPLATE_HASH]: templateHash(tpl),
         [LABEL_VOLUME_KEY]: input.volumeKey ?? input.boxName,
       },
       ...(input.owner ? { ownerReferences: [input.owner] } : {}),

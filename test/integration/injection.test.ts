@@ -1,3 +1,5 @@
+import { validatePodTemplate } from "../../capabilities/admission/rules";
+import { templateHash } from "../../capabilities/manifests/template-hash";
 import { denied, Kube, Obj, paths } from "./kube";
 
 const kube = new Kube();
@@ -89,6 +91,47 @@ describe("the mutating webhook, called by the API server", () => {
     expect(names(created.spec.containers)).toEqual(["sandbox"]);
     expect(created.metadata.annotations).toBeUndefined();
     expect(names(created.spec.volumes)).toEqual([]);
+  });
+
+  it("injects the template version a Pod's template-hash label names, read once and cached", async () => {
+    const v1 = { image: "py:3", poddInjectorImage: "injector:1" };
+    const v2 = { image: "py:3", poddInjectorImage: "injector:2" };
+    const hash = (spec: object) => {
+      const v = validatePodTemplate(spec);
+      if (!v.ok) throw new Error(v.errors.join("; "));
+      return templateHash(v.spec);
+    };
+    const injector = async (name: string, labels: Record<string, string>) => {
+      const labelled = { "pod.cubeplex.ai/template": "pinned", ...labels };
+      return (await kube.mustCreate(paths.pods(ns), pod(name, labelled))).spec.initContainers[0]
+        .image;
+    };
+    const path = paths.podtemplates(ns, "pinned");
+    await kube.mustCreate(paths.podtemplates(ns), template("pinned", v1));
+    // Read (nothing cached yet), then cached as the version with that hash.
+    expect(await injector("pin-a", { "pod.cubeplex.ai/template-hash": hash(v1) })).toBe(
+      "injector:1",
+    );
+    expect((await kube.mergePatch(path, { spec: v2 })).status).toBe(200);
+    // A read now would give injector:2: the version the Pod names comes from the cache.
+    expect(await injector("pin-b", { "pod.cubeplex.ai/template-hash": hash(v1) })).toBe(
+      "injector:1",
+    );
+    // A Pod without the label (declared by hand) always reads, and that read is cached.
+    expect(await injector("pin-c", {})).toBe("injector:2");
+    expect(await injector("pin-d", { "pod.cubeplex.ai/template-hash": hash(v2) })).toBe(
+      "injector:2",
+    );
+    expect((await kube.delete(path)).status).toBe(200);
+    // Gone: a read is refused; the version a Pod was built from is still known.
+    const r = await kube.create(
+      paths.pods(ns),
+      pod("pin-e", { "pod.cubeplex.ai/template": "pinned" }),
+    );
+    expect(r.status).toBe(400);
+    expect(await injector("pin-f", { "pod.cubeplex.ai/template-hash": hash(v2) })).toBe(
+      "injector:2",
+    );
   });
 
   it("runs the sandbox Pod on the fake node with a loopback IP", async () => {

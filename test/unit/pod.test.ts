@@ -1,4 +1,5 @@
 import { buildBoxPod } from "../../capabilities/manifests/pod";
+import { templateHash } from "../../capabilities/manifests/template-hash";
 import { OWNER, template } from "./fixtures";
 
 const input = (t = template()) => ({
@@ -23,6 +24,7 @@ describe("buildBoxPod", () => {
       labels: {
         "pod.cubeplex.ai/box": "box",
         "pod.cubeplex.ai/template": "python",
+        "pod.cubeplex.ai/template-hash": templateHash(template().spec),
         "pod.cubeplex.ai/pool": "p",
         "app.kubernetes.io/managed-by": "cubepod",
       },
