@@ -22,20 +22,27 @@ const LEGACY_FINALIZERS = ["pepr.dev/finalizer"];
 
 /**
  * Applies one action. Creating what exists (409) and deleting what is gone (404) count as done,
- * so an action replayed after a restart is harmless. Errors a retry cannot fix become
- * {@link PermanentError}s; the others are thrown as they are, for the queue to retry.
+ * so an action replayed after a restart is harmless; such an action resolves to false (it found
+ * its work done: whoever decided on it read an outdated state), the others to true. Errors a
+ * retry cannot fix become {@link PermanentError}s; the others are thrown as they are, for the
+ * queue to retry.
  */
-export async function applyAction(namespace: string, boxName: string, a: BoxAction): Promise<void> {
+export async function applyAction(
+  namespace: string,
+  boxName: string,
+  a: BoxAction,
+): Promise<boolean> {
   try {
     await apply(namespace, boxName, a);
   } catch (e) {
     const s = statusOf(e);
-    if ((a.type === "createPVC" || a.type === "createPod") && s === 409) return;
-    if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return;
+    if ((a.type === "createPVC" || a.type === "createPod") && s === 409) return false;
+    if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return false;
     if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
     throw e;
   }
   await failpoint(a.type);
+  return true;
 }
 
 async function apply(namespace: string, boxName: string, a: BoxAction): Promise<void> {

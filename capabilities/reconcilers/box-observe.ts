@@ -23,9 +23,13 @@ export async function getBox(namespace: string, name: string): Promise<PodBox | 
  * Reads everything one reconcile of a box looks at, straight from the API server: the box, its
  * template, its Pods and PVCs (by its box label; by volume key as well when it re-attaches, or
  * when its Pod is a claimed standby whose PVCs are not handed over yet) and, for a fork that has
- * not run yet, its parent. Independent reads go out together.
+ * not run yet, its parent. Independent reads go out together. With `fromCache` the lists come
+ * from the API server's watch cache (see {@link listObjects}).
  */
-export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObservation> {
+export async function observeBox(
+  box: PodBox,
+  { fromCache = false, now = new Date() } = {},
+): Promise<BoxObservation> {
   const namespace = box.metadata!.namespace!;
   const name = box.metadata!.name!;
   const uid = box.metadata!.uid!;
@@ -36,10 +40,12 @@ export async function observeBox(box: PodBox, now = new Date()): Promise<BoxObse
   const needParent = Boolean(spec.forkFrom) && status.rootfsGeneration === undefined;
 
   const pvcsWithLabel = (label: string, value: string) =>
-    listObjects<kind.PersistentVolumeClaim>(paths.pvcs(namespace), `${label}=${value}`);
+    listObjects<kind.PersistentVolumeClaim>(paths.pvcs(namespace), `${label}=${value}`, {
+      fromCache,
+    });
   const [template, pods, pvcs, kept, parent] = await Promise.all([
     getTemplate(namespace, spec.templateRef, spec.warmPoolRef),
-    listObjects<kind.Pod>(paths.pods(namespace), `${LABEL_BOX}=${name}`),
+    listObjects<kind.Pod>(paths.pods(namespace), `${LABEL_BOX}=${name}`, { fromCache }),
     pvcsWithLabel(LABEL_BOX, name),
     spec.volumeKey ? pvcsWithLabel(LABEL_VOLUME_KEY, spec.volumeKey) : undefined,
     needParent ? getParent(namespace, spec.forkFrom!) : Promise.resolve(undefined),

@@ -19,6 +19,7 @@ import { claimStandby, handOverVolumes } from "./claim";
 import { claimedStatus, mayClaim } from "./claim-decide";
 import { PermanentError, reportRetry } from "./errors";
 import { getBox, observeBox } from "./box-observe";
+import type { BoxPlan } from "./box-types";
 import { poolHashes, replenishSoon } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
 import { Standby, StandbyIndex } from "./standby-index";
@@ -73,9 +74,7 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
   try {
     // Before anything is created for the box, so that a deletion always finds it held.
     if (!hasFinalizer(box)) await ownWrites.during(key, () => addFinalizer(box));
-    const observation = await observeBox(box);
-    const plan = decideBox(observation);
-    for (const action of plan.actions) await applyAction(namespace, name, action);
+    const plan = await observeDecideApply(box);
     const rv = await ownWrites.during(key, () => writeStatus(box, plan.status));
     // A transition is counted once, when its reason first appears (not on each phase it passes).
     if (rv && plan.status.reason !== box.status?.reason && plan.status.reason) {
@@ -99,6 +98,29 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
     await recordEvent(box, { type: "Warning", reason: "APIError", message: e.message });
   } finally {
     end();
+  }
+}
+
+/**
+ * Observes the box, decides and applies the actions, and returns the plan whose status is to be
+ * written. Its Pods and PVCs are read from the API server's watch cache first, which spares a
+ * cold start two consistent lists (90 ms each here); the cache holds every event that brought
+ * this reconcile, but may miss the module's own latest writes. An action that finds its work done
+ * (a create that exists, a delete of what is gone) shows the read was outdated: the box is then
+ * read again consistently and decided anew, as it was before. A box being deleted is always read
+ * consistently, since a PVC missing from an outdated read would be left to garbage collection.
+ */
+async function observeDecideApply(box: PodBox): Promise<BoxPlan> {
+  const { namespace, name } = box.metadata!;
+  let fromCache = !box.metadata?.deletionTimestamp;
+  for (;;) {
+    const plan = decideBox(await observeBox(box, { fromCache }));
+    let outdated = false;
+    for (const action of plan.actions) {
+      if (!(await applyAction(namespace!, name!, action))) outdated = true;
+    }
+    if (!outdated || !fromCache) return plan;
+    fromCache = false;
   }
 }
 
