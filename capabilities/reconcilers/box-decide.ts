@@ -39,6 +39,26 @@ type Outcome = {
 };
 
 /**
+ * Whether a reconcile of this box may list its Pods and PVCs from the API server's watch cache,
+ * which can miss the latest changes. Yes when every object the box can own is named after its
+ * own volume key (its name, or `spec.volumeKey`): an object missing from an outdated list is then
+ * created again under the same name, the API server answers 409, and the box is read again
+ * consistently. No for a box running on a claimed standby's volumes (their names come from what
+ * the lists show, so an outdated list would name new, empty ones), and no for a box being
+ * deleted (a PVC missing from the list would be left to garbage collection).
+ */
+export function readsFromCache(box: {
+  name: string;
+  volumeKey?: string;
+  deleting: boolean;
+  workspacePVCName?: string;
+}): boolean {
+  if (box.deleting) return false;
+  const own = workspacePVCName(box.volumeKey ?? box.name);
+  return box.workspacePVCName === undefined || box.workspacePVCName === own;
+}
+
+/**
  * Decides what to do about one PodBox, given what the API server holds: the actions that move it
  * towards its desired state and the status that describes where it is. Pure, and idempotent: the
  * plan for an observation that already matches the desired state has no actions and the same

@@ -1,5 +1,5 @@
 import { podBoxSpecSchema, PodBoxStatus } from "../../capabilities/api/podbox";
-import { decideBox, WAIT_MS } from "../../capabilities/reconcilers/box-decide";
+import { decideBox, readsFromCache, WAIT_MS } from "../../capabilities/reconcilers/box-decide";
 import type {
   BoxObservation,
   ObservedPod,
@@ -755,5 +755,31 @@ describe("decideBox: a claimed warm standby", () => {
   it("refuses pool PVCs its Pod does not mount", () => {
     const p = decideBox(obs({ pvcs: [pvc("box-workspace", { owner: "pool" })] }));
     expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
+  });
+});
+
+describe("readsFromCache", () => {
+  const box = { name: "box", deleting: false };
+
+  it("lets a new box, or one on volumes named after it, list from the watch cache", () => {
+    expect(readsFromCache(box)).toBe(true);
+    expect(readsFromCache({ ...box, workspacePVCName: "box-workspace" })).toBe(true);
+  });
+
+  it("counts the volume key a box re-attaches as its own", () => {
+    const kept = { ...box, volumeKey: "old" };
+    expect(readsFromCache({ ...kept, workspacePVCName: "old-workspace" })).toBe(true);
+    expect(readsFromCache({ ...kept, workspacePVCName: "box-workspace" })).toBe(false);
+  });
+
+  it("reads a box on a claimed standby's volumes consistently", () => {
+    expect(readsFromCache({ ...box, workspacePVCName: "pool-1a2b3c-workspace" })).toBe(false);
+  });
+
+  it("reads a box being deleted consistently", () => {
+    expect(readsFromCache({ ...box, deleting: true })).toBe(false);
+    expect(readsFromCache({ ...box, deleting: true, workspacePVCName: "box-workspace" })).toBe(
+      false,
+    );
   });
 });
