@@ -1,6 +1,5 @@
-import { validatePodTemplate } from "../../capabilities/admission/rules";
-import { templateHash } from "../../capabilities/manifests/template-hash";
 import { denied, Kube, Obj, paths } from "./kube";
+import { templateHashOf as hash } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;
@@ -96,11 +95,6 @@ describe("the mutating webhook, called by the API server", () => {
   it("injects the template version a Pod's template-hash label names, read once and cached", async () => {
     const v1 = { image: "py:3", poddInjectorImage: "injector:1" };
     const v2 = { image: "py:3", poddInjectorImage: "injector:2" };
-    const hash = (spec: object) => {
-      const v = validatePodTemplate(spec);
-      if (!v.ok) throw new Error(v.errors.join("; "));
-      return templateHash(v.spec);
-    };
     const injector = async (name: string, labels: Record<string, string>) => {
       const labelled = { "pod.cubeplex.ai/template": "pinned", ...labels };
       return (await kube.mustCreate(paths.pods(ns), pod(name, labelled))).spec.initContainers[0]
