@@ -23,6 +23,7 @@ export const REASONS = [
   "ForkParentDeleting",
   "VolumesNotFound",
   "VolumesInUse",
+  "PodNameInUse",
   "PodFailed",
   "Deleting",
   "APIError",

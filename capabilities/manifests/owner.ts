@@ -13,3 +13,11 @@ export function controllerRef(kind: "PodBox" | "PodWarmPool", name: string, uid:
   const ref = { apiVersion: API_VERSION, kind, name, uid, controller: true };
   return kind === "PodBox" ? { ...ref, blockOwnerDeletion: true } : ref;
 }
+
+/** True when the object's controller ownerReference names the object with this uid. */
+export function isControlledBy(
+  metadata: { ownerReferences?: { controller?: boolean; uid: string }[] } | undefined,
+  uid: string,
+): boolean {
+  return (metadata?.ownerReferences ?? []).some(r => r.controller && r.uid === uid);
+}

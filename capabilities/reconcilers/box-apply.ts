@@ -4,7 +4,14 @@ import type { PodBoxStatus } from "../api/podbox";
 import type { PodBox } from "../api/kinds";
 import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import type { BoxAction, BoxEvent } from "./box-types";
-import { describeError, isRetryable, PermanentError, statusOf } from "./errors";
+import {
+  describeError,
+  isNamespaceTerminating,
+  isRetryable,
+  NamespaceTerminatingError,
+  PermanentError,
+  statusOf,
+} from "./errors";
 import { kubeRequest } from "../client/fast-client";
 import {
   createObject,
@@ -23,9 +30,10 @@ const LEGACY_FINALIZERS = ["pepr.dev/finalizer"];
 /**
  * Applies one action. Creating what exists (409) and deleting what is gone (404) count as done,
  * so an action replayed after a restart is harmless; such an action resolves to false (it found
- * its work done: whoever decided on it read an outdated state), the others to true. Errors a
- * retry cannot fix become {@link PermanentError}s; the others are thrown as they are, for the
- * queue to retry.
+ * its work done: whoever decided on it read an outdated state), the others to true. A create
+ * refused because the namespace is being deleted throws {@link NamespaceTerminatingError}. Other
+ * errors a retry cannot fix become {@link PermanentError}s; the rest are thrown as they are, for
+ * the queue to retry.
  */
 export async function applyAction(
   namespace: string,
@@ -38,6 +46,7 @@ export async function applyAction(
     const s = statusOf(e);
     if ((a.type === "createPVC" || a.type === "createPod") && s === 409) return false;
     if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return false;
+    if (isNamespaceTerminating(e)) throw new NamespaceTerminatingError(describeError(e));
     if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
     throw e;
   }

@@ -7,7 +7,14 @@ import type { Owner } from "../manifests/types";
 import { controllerRef } from "../manifests/owner";
 import { effectiveState } from "./activity";
 import { readyCondition } from "./conditions";
-import type { BoxAction, BoxEvent, BoxObservation, BoxPlan, ObservedPod } from "./box-types";
+import type {
+  BoxAction,
+  BoxEvent,
+  BoxObservation,
+  BoxPlan,
+  NameConflict,
+  ObservedPod,
+} from "./box-types";
 
 /** How long to wait before looking again at something no watch reports (a template, a parent). */
 export const WAIT_MS = 5_000;
@@ -21,6 +28,7 @@ const PROBLEMS: PodBoxReason[] = [
   "ForkParentDeleting",
   "VolumesNotFound",
   "VolumesInUse",
+  "PodNameInUse",
   "PodFailed",
   "APIError",
 ];
@@ -138,6 +146,10 @@ function run(o: BoxObservation): BoxPlan {
   const rootfsName = rootfsPVCName(key, target);
   const workspaceName = workspacePVCName(key);
   const volumes = { rootfsPVCName: rootfsName, workspacePVCName: workspaceName };
+
+  // Nothing is created or deleted next to an object that only looks like the box's.
+  const conflict = o.conflicts?.[0];
+  if (conflict) return plan(o, [], nameInUse(conflict, key));
 
   const reason = transitionReason(o, resetting, initial);
   const livePods = o.pods.filter(p => !p.deleting);
@@ -338,6 +350,22 @@ function teardown(o: BoxObservation, reason: "Deleting" | "Terminated" | "LeaseE
       : {}),
   };
   return { ...plan(o, actions, status), ...(box.deleting ? { cleanupDone } : {}) };
+}
+
+/** A box whose Pod or PVC name another object holds: Failed, and that object left alone. */
+function nameInUse(c: NameConflict, key: string): Outcome {
+  if (c.kind === "Pod") {
+    return {
+      phase: "Failed",
+      reason: "PodNameInUse",
+      message: `Pod ${c.name} exists and is not this box's; the box's Pod takes that name`,
+    };
+  }
+  return {
+    phase: "Failed",
+    reason: "VolumesInUse",
+    message: `PVC ${c.name} exists and is not this box's; volume key "${key}" is in use`,
+  };
 }
 
 function waitForParent(

@@ -11,7 +11,13 @@ import {
 } from "../manifests/labels";
 import { ANNOTATION_LAST_ACTIVITY } from "./activity";
 import type { TemplateRef } from "../manifests/types";
-import type { BoxObservation, ObservedParent, ObservedPod, ObservedPVC } from "./box-types";
+import type {
+  BoxObservation,
+  NameConflict,
+  ObservedParent,
+  ObservedPod,
+  ObservedPVC,
+} from "./box-types";
 import { PermanentError } from "./errors";
 
 /** The PodBox, or undefined when it is gone. */
@@ -24,11 +30,16 @@ export async function getBox(namespace: string, name: string): Promise<PodBox | 
  * template, its Pods and PVCs (by its box label; by volume key as well when it re-attaches, or
  * when its Pod is a claimed standby whose PVCs are not handed over yet) and, for a fork that has
  * not run yet, its parent. Independent reads go out together. With `fromCache` the lists come
- * from the API server's watch cache (see {@link listObjects}).
+ * from the API server's watch cache (see {@link listObjects}). `conflicts` are names found taken
+ * by the previous pass of the same reconcile; they go into the observation as they are.
  */
 export async function observeBox(
   box: PodBox,
-  { fromCache = false, now = new Date() } = {},
+  {
+    fromCache = false,
+    conflicts = [] as NameConflict[],
+    now = new Date(),
+  }: { fromCache?: boolean; conflicts?: NameConflict[]; now?: Date } = {},
 ): Promise<BoxObservation> {
   const namespace = box.metadata!.namespace!;
   const name = box.metadata!.name!;
@@ -78,6 +89,7 @@ export async function observeBox(
     pods: pods.map(toPod),
     pvcs: [...all.values()].flatMap(p => toPVC(p, uid)),
     parent,
+    ...(conflicts.length > 0 ? { conflicts: [...conflicts] } : {}),
     now: now.toISOString().replace(/\.\d+Z$/, "Z"),
   };
 }

@@ -17,9 +17,13 @@ import {
 } from "./box-apply";
 import { claimStandby, handOverVolumes } from "./claim";
 import { claimedStatus, mayClaim } from "./claim-decide";
-import { PermanentError, reportRetry } from "./errors";
+import { NamespaceTerminatingError, PermanentError } from "./errors";
+import { reportRetry } from "./retry-report";
 import { getBox, observeBox } from "./box-observe";
-import type { BoxPlan } from "./box-types";
+import type { BoxAction, BoxPlan, NameConflict } from "./box-types";
+import type { V1ObjectMeta } from "@kubernetes/client-node";
+import { getObject, paths } from "../client/resources";
+import { isControlledBy } from "../manifests/owner";
 import { poolHashes, replenishSoon } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
 import { Standby, StandbyIndex } from "./standby-index";
@@ -49,7 +53,8 @@ export const standbyIndex = new StandbyIndex();
  * server, decide, apply the actions in order (PVCs before the Pod), write the status when it
  * changed, record the transition as an Event, and drop the finalizer once a deletion is cleaned
  * up. Errors a retry cannot fix end in `phase: Failed`; the others are thrown, and the queue
- * retries them with backoff.
+ * retries them with backoff. A create refused because the namespace is being deleted ends the
+ * reconcile quietly: the box is deleted next, and that brings its cleanup.
  */
 export async function reconcileBox(key: string): Promise<WorkResult> {
   const hint = claimHints.get(key);
@@ -84,6 +89,10 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
     if (plan.cleanupDone) await removeFinalizer(box);
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   } catch (e) {
+    if (e instanceof NamespaceTerminatingError) {
+      Log.debug({ box: key, error: e.message }, "namespace is being deleted; nothing to do");
+      return;
+    }
     if (!(e instanceof PermanentError)) throw e;
     reconcileErrors.inc({ kind: "PodBox", permanent: "true" });
     Log.warn({ box: key, error: e.message }, "PodBox failed permanently");
@@ -101,13 +110,19 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
   }
 }
 
+/** Passes of {@link observeDecideApply}: from the cache, consistent, with the conflicts found. */
+const MAX_PASSES = 3;
+
 /**
  * Observes the box, decides and applies the actions, and returns the plan whose status is to be
  * written. Its Pods and PVCs are read from the API server's watch cache when that is safe
  * ({@link readsFromCache}), which spares a cold start two consistent lists (90 ms each here).
  * The cache holds every event that brought this reconcile, but may miss the module's own latest
  * writes. An action that finds its work done (a create that exists, a delete of what is gone)
- * shows the read was outdated: the box is then read again consistently and decided anew.
+ * shows the read was outdated: the rest of the plan is dropped, and the box is read again
+ * consistently and decided anew. A create that still finds its object after a consistent read
+ * has met an object that is not the box's, or one it owns but no longer labels: only the first
+ * is a conflict, and the box is decided anew knowing it ({@link NameConflict}).
  */
 async function observeDecideApply(box: PodBox): Promise<BoxPlan> {
   const { namespace, name } = box.metadata!;
@@ -117,15 +132,46 @@ async function observeDecideApply(box: PodBox): Promise<BoxPlan> {
     deleting: Boolean(box.metadata?.deletionTimestamp),
     workspacePVCName: box.status?.workspacePVCName,
   });
-  for (;;) {
-    const plan = decideBox(await observeBox(box, { fromCache }));
-    let outdated = false;
-    for (const action of plan.actions) {
-      if (!(await applyAction(namespace!, name!, action))) outdated = true;
+  const conflicts: NameConflict[] = [];
+  for (let pass = 1; ; pass++) {
+    const plan = decideBox(await observeBox(box, { fromCache, conflicts }));
+    const stopped = await applyUntilOutdated(box, plan.actions, fromCache);
+    if (!stopped) return plan;
+    if (pass === MAX_PASSES) {
+      throw new Error(
+        `the objects of PodBox ${namespace}/${name} kept changing during its reconcile`,
+      );
     }
-    if (!outdated || !fromCache) return plan;
+    if (stopped.conflict) conflicts.push(stopped.conflict);
     fromCache = false;
   }
+}
+
+/**
+ * Applies the actions in order, and stops at the first that shows the plan was decided on an
+ * outdated read; returns that stop (with the conflict it found, if any), or undefined when every
+ * action was applied. After a consistent read, only a create whose object is not the box's (or
+ * is gone again) stops: the other actions that find their work done met a race that changes
+ * nothing.
+ */
+async function applyUntilOutdated(
+  box: PodBox,
+  actions: BoxAction[],
+  fromCache: boolean,
+): Promise<{ conflict?: NameConflict } | undefined> {
+  const { namespace, name, uid } = box.metadata!;
+  for (const action of actions) {
+    if (await applyAction(namespace!, name!, action)) continue;
+    if (fromCache) return {};
+    if (action.type !== "createPVC" && action.type !== "createPod") continue;
+    const kind = action.type === "createPod" ? "Pod" : "PersistentVolumeClaim";
+    const taken = action.type === "createPod" ? action.pod.metadata! : action.pvc.metadata!;
+    const path = (kind === "Pod" ? paths.pods : paths.pvcs)(namespace!, taken.name!);
+    const found = await getObject<{ metadata?: V1ObjectMeta }>(path);
+    if (!found) return {};
+    if (!isControlledBy(found.metadata, uid!)) return { conflict: { kind, name: taken.name! } };
+  }
+  return undefined;
 }
 
 /**

@@ -27,6 +27,13 @@ export type ObservedPVC = {
   owner: "this" | "pool" | "other" | "none";
 };
 
+/**
+ * An object the box must create whose name is taken by an object that is not the box's (no box
+ * label, another controller): found when the create was refused with 409 although a consistent
+ * read of the box's objects did not show it.
+ */
+export type NameConflict = { kind: "Pod" | "PersistentVolumeClaim"; name: string };
+
 /** The box named by `spec.forkFrom`, reduced to what a fork needs. */
 export type ObservedParent =
   | { state: "missing" }
@@ -53,6 +60,8 @@ export type BoxObservation = {
   pvcs: ObservedPVC[];
   /** Present when spec.forkFrom is set. */
   parent?: ObservedParent;
+  /** Names the box needs that other objects hold (see {@link NameConflict}). */
+  conflicts?: NameConflict[];
   /** The time of the observation (RFC 3339), for conditions. */
   now: string;
 };

@@ -1,8 +1,24 @@
-import { Log } from "pepr";
-import { reconcileErrors } from "../metrics/registry";
+/* How the API server's errors are told apart. Pure: the unit and integration tests import it. */
 
 /** An error the API server will give again however often we retry (a 4xx other than the transient ones). */
 export class PermanentError extends Error {}
+
+/**
+ * A create refused because its namespace is being deleted. Everything in that namespace, the
+ * CubePod objects included, is about to be deleted too: there is nothing to do and nothing to
+ * report, and the deletion brings its own events.
+ */
+export class NamespaceTerminatingError extends Error {}
+
+/**
+ * True for the API server's refusal to create in a namespace being deleted: 403 with the cause
+ * `NamespaceTerminating` (a StatusCause's type is serialised as `reason`).
+ */
+export function isNamespaceTerminating(e: unknown): boolean {
+  type Status = { details?: { causes?: { reason?: string }[] } };
+  const causes = (e as { data?: Status })?.data?.details?.causes ?? [];
+  return statusOf(e) === 403 && causes.some(c => c.reason === "NamespaceTerminating");
+}
 
 /** The HTTP status of an error thrown by an API client (a `status` on the error), if any. */
 export function statusOf(e: unknown): number | undefined {
@@ -26,15 +42,4 @@ export function describeError(e: unknown): string {
   const message =
     body ?? (e instanceof Error ? e.message : (e as { statusText?: string })?.statusText);
   return s ? `HTTP ${s}: ${message ?? "no message"}` : String(message ?? e);
-}
-
-/** The queue's onError for a kind: counts the failure and logs the retry to come. */
-export function reportRetry(kind: "PodBox" | "PodWarmPool", field: "box" | "pool") {
-  return (key: string, error: unknown, attempt: number, retryInMs: number): void => {
-    reconcileErrors.inc({ kind, permanent: "false" });
-    Log.warn(
-      { [field]: key, attempt, retryInMs, error: describeError(error) },
-      `${kind} reconcile failed; retrying`,
-    );
-  };
 }

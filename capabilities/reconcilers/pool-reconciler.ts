@@ -14,7 +14,8 @@ import {
 import { templateHash } from "../manifests/template-hash";
 import { reconcileDuration } from "../metrics/registry";
 import { applyAction, writeStatusAt } from "./box-apply";
-import { describeError, reportRetry } from "./errors";
+import { describeError, NamespaceTerminatingError } from "./errors";
+import { reportRetry } from "./retry-report";
 import { decidePool, failedPoolStatus, ObservedStandby, PoolObservation } from "./pool-decide";
 import { OwnWrites } from "./own-writes";
 import { KeyedQueue, WorkResult } from "./queue";
@@ -129,6 +130,7 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
     try {
       for (const a of plan.actions) await applyAction(namespace, name, a);
     } catch (e) {
+      if (e instanceof NamespaceTerminatingError) return;
       // Said in the status (best effort), then retried with backoff by the queue.
       await writeStatus(failedPoolStatus(o, plan.status, describeError(e))).catch(() => undefined);
       throw e;

@@ -1,5 +1,6 @@
 import { cluster, clusterWithEnv, Kube, paths } from "./kube";
 import { inNamespace, podTemplate, TEMPLATE } from "./lifecycle-helpers";
+import { isNamespaceTerminating } from "../../capabilities/reconcilers/errors";
 
 const kube = new Kube();
 let ns: string;
@@ -79,6 +80,83 @@ describe("bad input at runtime", () => {
     );
     expect(await h.podsOf("greedy")).toEqual([]);
     await h.waitEvent("greedy", "APIError");
+  });
+});
+
+describe("names taken by objects that are not the box's", () => {
+  it("a PVC of the box's volume name: Failed (VolumesInUse), the PVC neither mounted nor changed", async () => {
+    const squatter = await kube.mustCreate(paths.pvcs(ns), {
+      metadata: { name: "squat-workspace", labels: { owner: "someone-else" } },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    });
+    await h.createBox("squat", { templateRef: "python" });
+    const box = await h.waitPhase("squat", "Failed", "VolumesInUse");
+    expect(box.status.message).toBe(
+      'PVC squat-workspace exists and is not this box\'s; volume key "squat" is in use',
+    );
+    // Nothing was made next to it: no Pod, and not the rootfs either (creation stops at the conflict).
+    expect(await h.podsOf("squat")).toEqual([]);
+    expect((await kube.get(paths.pods(ns, "squat"))).status).toBe(404);
+    expect((await kube.get(paths.pvcs(ns, "squat-rootfs-g1"))).status).toBe(404);
+    await h.waitEvent("squat", "VolumesInUse");
+    // Deleting the box leaves the other PVC as it was.
+    await kube.delete(paths.podboxes(ns, "squat"));
+    await h.waitGone(paths.podboxes(ns, "squat"));
+    const after = (await kube.get(paths.pvcs(ns, "squat-workspace"))).body;
+    // (kwok binds it, so its status moves; its metadata is the user's and stays theirs.)
+    expect(after.metadata).toMatchObject({
+      uid: squatter.metadata.uid,
+      labels: { owner: "someone-else" },
+    });
+    expect(after.metadata.ownerReferences).toBeUndefined();
+    expect(after.metadata.deletionTimestamp).toBeUndefined();
+  });
+
+  it("a Pod of the box's name: Failed (PodNameInUse), the Pod left alone; once it is gone, a poke starts the box", async () => {
+    const squatter = await kube.mustCreate(paths.pods(ns), {
+      metadata: { name: "taken" },
+      spec: { containers: [{ name: "c", image: "busybox:1" }] },
+    });
+    await h.createBox("taken", { templateRef: "python" });
+    const box = await h.waitPhase("taken", "Failed", "PodNameInUse");
+    expect(box.status.message).toBe(
+      "Pod taken exists and is not this box's; the box's Pod takes that name",
+    );
+    expect(await h.podsOf("taken")).toEqual([]);
+    expect(await h.pvcsOf("taken")).toEqual(["taken-rootfs-g1", "taken-workspace"]);
+    const pod = (await kube.get(paths.pods(ns, "taken"))).body;
+    expect(pod.metadata.uid).toBe(squatter.metadata.uid);
+    expect(pod.metadata.deletionTimestamp).toBeUndefined();
+    expect(pod.metadata.ownerReferences).toBeUndefined();
+    // The user removes the other Pod and touches the box: it starts on its own volumes.
+    await kube.delete(paths.pods(ns, "taken"));
+    await h.waitGone(paths.pods(ns, "taken"));
+    await kube.mergePatch(paths.podboxes(ns, "taken"), {
+      metadata: { annotations: { poke: "1" } },
+    });
+    await h.waitPhase("taken", "Running", "Started");
+    expect(await h.podsOf("taken")).toEqual(["taken"]);
+  });
+});
+
+describe("a namespace being deleted", () => {
+  it("refuses creates with the cause the reconcilers recognise as nothing to do", async () => {
+    const doomed = await kube.namespace("it-doomed");
+    // A finalizer keeps the namespace in its deletion while the create is tried.
+    await kube.mustCreate(`/api/v1/namespaces/${doomed}/configmaps`, {
+      metadata: { name: "hold", finalizers: ["test.cubeplex.ai/hold"] },
+    });
+    await kube.delete(`/api/v1/namespaces/${doomed}`);
+    const refused = await kube.create(paths.pvcs(doomed), {
+      metadata: { name: "late" },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    });
+    expect(refused.status).toBe(403);
+    // Shaped as the module's client throws it: the HTTP status, and the Status body as `data`.
+    expect(isNamespaceTerminating({ status: refused.status, data: refused.body })).toBe(true);
+    await kube.mergePatch(`/api/v1/namespaces/${doomed}/configmaps/hold`, {
+      metadata: { finalizers: null },
+    });
   });
 });
 

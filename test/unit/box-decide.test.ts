@@ -24,6 +24,7 @@ function obs(over: {
   pods?: ObservedPod[];
   pvcs?: ObservedPVC[];
   parent?: BoxObservation["parent"];
+  conflicts?: BoxObservation["conflicts"];
 }): BoxObservation {
   return {
     box: {
@@ -40,6 +41,7 @@ function obs(over: {
     pods: over.pods ?? [],
     pvcs: over.pvcs ?? [],
     parent: over.parent,
+    conflicts: over.conflicts,
     now: NOW,
   };
 }
@@ -266,6 +268,54 @@ describe("decideBox: template and volumes", () => {
     const p = decideBox(obs({ pvcs: [pvc("box-workspace", { owner: "other" })] }));
     expect(p.actions).toEqual([]);
     expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
+  });
+});
+
+describe("decideBox: names another object holds", () => {
+  it("fails on a PVC name that is taken, creating and deleting nothing", () => {
+    const p = decideBox(
+      obs({
+        pvcs: [pvc("box-rootfs-g1")],
+        conflicts: [{ kind: "PersistentVolumeClaim", name: "box-workspace" }],
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Failed",
+      reason: "VolumesInUse",
+      message: 'PVC box-workspace exists and is not this box\'s; volume key "box" is in use',
+    });
+    expect(p.events).toEqual([
+      expect.objectContaining({ type: "Warning", reason: "VolumesInUse" }),
+    ]);
+    expect(p.requeueAfterMs).toBeUndefined();
+  });
+
+  it("fails on a Pod name that is taken, leaving its own volumes and any Pod of its own alone", () => {
+    const p = decideBox(
+      obs({
+        pvcs: VOLUMES,
+        pods: [pod({ name: "box-old", phase: "Failed" })],
+        conflicts: [{ kind: "Pod", name: "box" }],
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Failed",
+      reason: "PodNameInUse",
+      message: "Pod box exists and is not this box's; the box's Pod takes that name",
+    });
+  });
+
+  it("starts over once the name is free (a problem reason is not kept)", () => {
+    const failed = decideBox(obs({ conflicts: [{ kind: "Pod", name: "box" }] })).status;
+    const p = decideBox(obs({ status: failed }));
+    expect(types(p)).toEqual([
+      "createPVC box-workspace",
+      "createPVC box-rootfs-g1",
+      "createPod box",
+    ]);
+    expect(p.status.reason).toBe("Started");
   });
 });
 
