@@ -23,6 +23,8 @@ import {
 } from "../client/resources";
 import type { Owner } from "../manifests/types";
 import { failpoint } from "./failpoint";
+import { EventSink } from "./event-sink";
+import { Log } from "pepr";
 
 /** The finalizer of earlier versions (Pepr's `Finalize`): removed along with ours. */
 const LEGACY_FINALIZERS = ["pepr.dev/finalizer"];
@@ -151,12 +153,28 @@ export async function removeFinalizer(box: PodBox): Promise<void> {
   ]);
 }
 
-/** Records a Kubernetes Event on the box; a lost event must not fail the reconcile. */
-export async function recordEvent(box: PodBox, e: BoxEvent): Promise<void> {
-  try {
-    const { namespace, name, uid } = box.metadata!;
-    const now = new Date().toISOString();
-    await createObject(paths.events(namespace!), {
+/** Box Events, written once warm claims are quiet ({@link EventSink}). */
+export const boxEvents = new EventSink(
+  ({ path, event }) => createObject(path, event).then(() => undefined),
+  {
+    quietMs: Number(process.env.CUBEPOD_EVENT_QUIET_MS ?? 100),
+    maxDelayMs: Number(process.env.CUBEPOD_EVENT_MAX_DELAY_MS ?? 5000),
+    concurrency: 4,
+    capacity: 5000,
+    onDropped: count => Log.warn({ count }, "Events dropped: too many were waiting to be written"),
+  },
+);
+
+/**
+ * Records a Kubernetes Event on the box. It is stamped now and written once warm claims are
+ * quiet; a lost event never fails the reconcile (the status carries the same information).
+ */
+export function recordEvent(box: PodBox, e: BoxEvent): void {
+  const { namespace, name, uid } = box.metadata!;
+  const now = new Date().toISOString();
+  boxEvents.record({
+    path: paths.events(namespace!),
+    event: {
       metadata: { namespace, generateName: `${name}.` },
       involvedObject: { apiVersion: API_VERSION, kind: "PodBox", name, namespace, uid },
       type: e.type,
@@ -168,10 +186,8 @@ export async function recordEvent(box: PodBox, e: BoxEvent): Promise<void> {
       source: { component: "cubepod" },
       reportingComponent: "cubepod",
       reportingInstance: hostname(),
-    });
-  } catch {
-    // Events are best effort: the status carries the same information.
-  }
+    },
+  });
 }
 
 /** Deep equality of two JSON values, ignoring key order. */

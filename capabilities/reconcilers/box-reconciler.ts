@@ -10,6 +10,7 @@ import { decideBox, readsFromCache } from "./box-decide";
 import {
   addFinalizer,
   applyAction,
+  boxEvents,
   hasFinalizer,
   recordEvent,
   removeFinalizer,
@@ -85,7 +86,7 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
     if (rv && plan.status.reason !== box.status?.reason && plan.status.reason) {
       countTransition(plan.status.reason, { namespace });
     }
-    for (const event of plan.events) await recordEvent(box, event);
+    for (const event of plan.events) recordEvent(box, event);
     if (plan.cleanupDone) await removeFinalizer(box);
     return plan.requeueAfterMs !== undefined ? { requeueAfterMs: plan.requeueAfterMs } : undefined;
   } catch (e) {
@@ -104,7 +105,7 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
       observedGeneration: box.metadata?.generation,
     };
     await ownWrites.during(key, () => writeStatus(box, failed));
-    await recordEvent(box, { type: "Warning", reason: "APIError", message: e.message });
+    recordEvent(box, { type: "Warning", reason: "APIError", message: e.message });
   } finally {
     end();
   }
@@ -185,6 +186,8 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   const poolKey = objectKey(namespace, pool);
   const current = poolHashes.get(poolKey);
   claiming.add(box.metadata!.uid!);
+  // Events wait until claims are quiet: an Event written now would slow the next claim.
+  boxEvents.claimStarted();
   const standby = await claimStandby(box, standbyIndex, current?.hash, ownPodWrites);
   replenishSoon(poolKey);
   if (!standby) return false;
@@ -201,13 +204,13 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
 /**
  * The end of a claim: the finalizer, then the PVC handover (only once the finalizer holds the
  * box, so that a box deleted at once leaves the volumes to the pool rather than to garbage
- * collection), then the Event. Its writes' echoes are recognised, so a claim costs no reconcile
+ * collection), then the Event (written once claims are quiet). Its writes' echoes are recognised, so a claim costs no reconcile
  * afterwards. If it fails, the retry is a full reconcile, which does the same from what it reads.
  */
 async function finishClaim(key: string, box: PodBox, standby: Standby): Promise<void> {
   if (!hasFinalizer(box)) await ownWrites.during(key, () => addFinalizer(box));
   await handOverVolumes(box, standby);
-  await recordEvent(box, {
+  recordEvent(box, {
     type: "Normal",
     reason: "WarmPoolClaimed",
     message: `Running: claimed warm standby ${standby.name} of PodWarmPool ${standby.pool}`,

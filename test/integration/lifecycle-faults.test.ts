@@ -146,17 +146,20 @@ describe("a namespace being deleted", () => {
     await kube.mustCreate(`/api/v1/namespaces/${doomed}/configmaps`, {
       metadata: { name: "hold", finalizers: ["test.cubeplex.ai/hold"] },
     });
-    await kube.delete(`/api/v1/namespaces/${doomed}`);
-    const refused = await kube.create(paths.pvcs(doomed), {
-      metadata: { name: "late" },
-      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
-    });
-    expect(refused.status).toBe(403);
-    // Shaped as the module's client throws it: the HTTP status, and the Status body as `data`.
-    expect(isNamespaceTerminating({ status: refused.status, data: refused.body })).toBe(true);
-    await kube.mergePatch(`/api/v1/namespaces/${doomed}/configmaps/hold`, {
-      metadata: { finalizers: null },
-    });
+    try {
+      await kube.delete(`/api/v1/namespaces/${doomed}`);
+      const refused = await kube.create(paths.pvcs(doomed), {
+        metadata: { name: "late" },
+        spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+      });
+      expect(refused.status).toBe(403);
+      // Shaped as the module's client throws it: the HTTP status, and the Status body as `data`.
+      expect(isNamespaceTerminating({ status: refused.status, data: refused.body })).toBe(true);
+    } finally {
+      await kube.mergePatch(`/api/v1/namespaces/${doomed}/configmaps/hold`, {
+        metadata: { finalizers: null },
+      });
+    }
   });
 });
 

@@ -1,0 +1,95 @@
+import { EventSink, eventDelay } from "../../capabilities/reconcilers/event-sink";
+
+const OPTS = { quietMs: 100, maxDelayMs: 5000 };
+
+describe("eventDelay", () => {
+  it("is 0 when no claim ever started, or claims have been quiet long enough", () => {
+    expect(eventDelay(1000, undefined, 1000, OPTS)).toBe(0);
+    expect(eventDelay(1000, 900, 950, OPTS)).toBe(0);
+  });
+
+  it("waits until claims have been quiet for quietMs", () => {
+    expect(eventDelay(1000, 980, 990, OPTS)).toBe(80);
+  });
+
+  it("waits no longer than maxDelayMs after the event was recorded, claims or not", () => {
+    expect(eventDelay(6600, 6590, 1500, OPTS)).toBe(0);
+    expect(eventDelay(6600, 6590, 1600, OPTS)).toBe(0);
+    expect(eventDelay(6600, 6590, 1650, OPTS)).toBe(50);
+  });
+});
+
+describe("EventSink", () => {
+  let clock = 0;
+  let written: string[];
+  let failNext = false;
+  const sink = (over: Partial<ConstructorParameters<typeof EventSink>[1]> = {}) =>
+    new EventSink(
+      async e => {
+        if (failNext) {
+          failNext = false;
+          throw new Error("HTTP 500");
+        }
+        written.push((e.event as { reason: string }).reason);
+      },
+      { ...OPTS, concurrency: 2, capacity: 10, ...over },
+      () => clock,
+    );
+  const advance = async (ms: number) => {
+    clock += ms;
+    await jest.advanceTimersByTimeAsync(ms);
+  };
+
+  beforeEach(() => {
+    jest.useFakeTimers();
+    clock = 0;
+    written = [];
+  });
+  afterEach(() => jest.useRealTimers());
+
+  it("writes at once when no claim is under way", async () => {
+    const s = sink();
+    s.record({ path: "/e", event: { reason: "Started" } });
+    await advance(0);
+    expect(written).toEqual(["Started"]);
+    expect(s.pending).toBe(0);
+  });
+
+  it("holds events while claims keep coming, then writes them in order", async () => {
+    const s = sink();
+    s.claimStarted();
+    s.record({ path: "/e", event: { reason: "A" } });
+    await advance(60);
+    s.claimStarted();
+    s.record({ path: "/e", event: { reason: "B" } });
+    s.record({ path: "/e", event: { reason: "C" } });
+    await advance(60);
+    expect(written).toEqual([]);
+    await advance(40);
+    expect(written).toEqual(["A", "B", "C"]);
+  });
+
+  it("writes an event that has waited maxDelayMs even while claims go on", async () => {
+    const s = sink({ maxDelayMs: 300 });
+    s.record({ path: "/e", event: { reason: "Old" } });
+    for (let t = 0; t < 400; t += 50) {
+      s.claimStarted();
+      await advance(50);
+    }
+    expect(written).toEqual(["Old"]);
+  });
+
+  it("goes on after a failed write, and drops the oldest beyond its capacity", async () => {
+    const dropped: number[] = [];
+    const s = sink({ capacity: 2, onDropped: n => dropped.push(n) });
+    s.claimStarted();
+    for (const reason of ["A", "B", "C"]) s.record({ path: "/e", event: { reason } });
+    failNext = true;
+    await advance(100);
+    expect(written).toEqual(["C"]);
+    expect(dropped).toEqual([1]);
+    s.record({ path: "/e", event: { reason: "D" } });
+    await advance(0);
+    expect(written).toEqual(["C", "D"]);
+  });
+});
