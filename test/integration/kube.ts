@@ -61,7 +61,10 @@ export class Kube {
           });
         },
       );
-      req.on("error", reject);
+      // Which request failed: a socket error's own stack names none of the caller's frames.
+      req.on("error", e =>
+        reject(Object.assign(e, { message: `${method} ${path}: ${e.message}` })),
+      );
       if (data !== undefined) req.write(data);
       req.end();
     });
