@@ -148,8 +148,7 @@ function run(o: BoxObservation): BoxPlan {
   const volumes = { rootfsPVCName: rootfsName, workspacePVCName: workspaceName };
 
   // Nothing is created or deleted next to an object that only looks like the box's.
-  const conflict = o.conflicts?.[0];
-  if (conflict) return plan(o, [], nameInUse(conflict, key));
+  if (o.conflict) return plan(o, [], nameInUse(o.conflict, key));
 
   const reason = transitionReason(o, resetting, initial);
   const livePods = o.pods.filter(p => !p.deleting);

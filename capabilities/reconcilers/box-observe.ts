@@ -30,16 +30,16 @@ export async function getBox(namespace: string, name: string): Promise<PodBox | 
  * template, its Pods and PVCs (by its box label; by volume key as well when it re-attaches, or
  * when its Pod is a claimed standby whose PVCs are not handed over yet) and, for a fork that has
  * not run yet, its parent. Independent reads go out together. With `fromCache` the lists come
- * from the API server's watch cache (see {@link listObjects}). `conflicts` are names found taken
- * by the previous pass of the same reconcile; they go into the observation as they are.
+ * from the API server's watch cache (see {@link listObjects}). `conflict` is a name found taken
+ * by the previous pass of the same reconcile; it goes into the observation as it is.
  */
 export async function observeBox(
   box: PodBox,
   {
     fromCache = false,
-    conflicts = [] as NameConflict[],
+    conflict,
     now = new Date(),
-  }: { fromCache?: boolean; conflicts?: NameConflict[]; now?: Date } = {},
+  }: { fromCache?: boolean; conflict?: NameConflict; now?: Date } = {},
 ): Promise<BoxObservation> {
   const namespace = box.metadata!.namespace!;
   const name = box.metadata!.name!;
@@ -89,7 +89,7 @@ export async function observeBox(
     pods: pods.map(toPod),
     pvcs: [...all.values()].flatMap(p => toPVC(p, uid)),
     parent,
-    ...(conflicts.length > 0 ? { conflicts: [...conflicts] } : {}),
+    ...(conflict ? { conflict } : {}),
     now: now.toISOString().replace(/\.\d+Z$/, "Z"),
   };
 }

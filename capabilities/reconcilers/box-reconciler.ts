@@ -111,7 +111,7 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
   }
 }
 
-/** Passes of {@link observeDecideApply}: from the cache, consistent, with the conflicts found. */
+/** Passes of {@link observeDecideApply}: from the cache, consistent, with the conflict found. */
 const MAX_PASSES = 3;
 
 /**
@@ -133,9 +133,9 @@ async function observeDecideApply(box: PodBox): Promise<BoxPlan> {
     deleting: Boolean(box.metadata?.deletionTimestamp),
     workspacePVCName: box.status?.workspacePVCName,
   });
-  const conflicts: NameConflict[] = [];
+  let conflict: NameConflict | undefined;
   for (let pass = 1; ; pass++) {
-    const plan = decideBox(await observeBox(box, { fromCache, conflicts }));
+    const plan = decideBox(await observeBox(box, { fromCache, conflict }));
     const stopped = await applyUntilOutdated(box, plan.actions, fromCache);
     if (!stopped) return plan;
     if (pass === MAX_PASSES) {
@@ -143,7 +143,7 @@ async function observeDecideApply(box: PodBox): Promise<BoxPlan> {
         `the objects of PodBox ${namespace}/${name} kept changing during its reconcile`,
       );
     }
-    if (stopped.conflict) conflicts.push(stopped.conflict);
+    conflict ??= stopped.conflict;
     fromCache = false;
   }
 }
@@ -164,13 +164,21 @@ async function applyUntilOutdated(
   for (const action of actions) {
     if (await applyAction(namespace!, name!, action)) continue;
     if (fromCache) return {};
-    if (action.type !== "createPVC" && action.type !== "createPod") continue;
-    const kind = action.type === "createPod" ? "Pod" : "PersistentVolumeClaim";
-    const taken = action.type === "createPod" ? action.pod.metadata! : action.pvc.metadata!;
-    const path = (kind === "Pod" ? paths.pods : paths.pvcs)(namespace!, taken.name!);
-    const found = await getObject<{ metadata?: V1ObjectMeta }>(path);
+    const wanted = nameTaken(action);
+    if (!wanted) continue;
+    const at = wanted.kind === "Pod" ? paths.pods : paths.pvcs;
+    const found = await getObject<{ metadata?: V1ObjectMeta }>(at(namespace!, wanted.name));
     if (!found) return {};
-    if (!isControlledBy(found.metadata, uid!)) return { conflict: { kind, name: taken.name! } };
+    if (!isControlledBy(found.metadata, uid!)) return { conflict: wanted };
+  }
+  return undefined;
+}
+
+/** The kind and name a create action takes, or undefined for the other actions. */
+function nameTaken(action: BoxAction): NameConflict | undefined {
+  if (action.type === "createPod") return { kind: "Pod", name: action.pod.metadata!.name! };
+  if (action.type === "createPVC") {
+    return { kind: "PersistentVolumeClaim", name: action.pvc.metadata!.name! };
   }
   return undefined;
 }
@@ -204,8 +212,9 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
 /**
  * The end of a claim: the finalizer, then the PVC handover (only once the finalizer holds the
  * box, so that a box deleted at once leaves the volumes to the pool rather than to garbage
- * collection), then the Event (written once claims are quiet). Its writes' echoes are recognised, so a claim costs no reconcile
- * afterwards. If it fails, the retry is a full reconcile, which does the same from what it reads.
+ * collection), then the Event (written once claims are quiet). Its writes' echoes are
+ * recognised, so a claim costs no reconcile afterwards. If it fails, the retry is a full
+ * reconcile, which does the same from what it reads.
  */
 async function finishClaim(key: string, box: PodBox, standby: Standby): Promise<void> {
   if (!hasFinalizer(box)) await ownWrites.during(key, () => addFinalizer(box));

@@ -60,8 +60,8 @@ export type BoxObservation = {
   pvcs: ObservedPVC[];
   /** Present when spec.forkFrom is set. */
   parent?: ObservedParent;
-  /** Names the box needs that other objects hold (see {@link NameConflict}). */
-  conflicts?: NameConflict[];
+  /** A name the box needs that another object holds (see {@link NameConflict}). */
+  conflict?: NameConflict;
   /** The time of the observation (RFC 3339), for conditions. */
   now: string;
 };

@@ -24,7 +24,7 @@ function obs(over: {
   pods?: ObservedPod[];
   pvcs?: ObservedPVC[];
   parent?: BoxObservation["parent"];
-  conflicts?: BoxObservation["conflicts"];
+  conflict?: BoxObservation["conflict"];
 }): BoxObservation {
   return {
     box: {
@@ -41,7 +41,7 @@ function obs(over: {
     pods: over.pods ?? [],
     pvcs: over.pvcs ?? [],
     parent: over.parent,
-    conflicts: over.conflicts,
+    conflict: over.conflict,
     now: NOW,
   };
 }
@@ -276,7 +276,7 @@ describe("decideBox: names another object holds", () => {
     const p = decideBox(
       obs({
         pvcs: [pvc("box-rootfs-g1")],
-        conflicts: [{ kind: "PersistentVolumeClaim", name: "box-workspace" }],
+        conflict: { kind: "PersistentVolumeClaim", name: "box-workspace" },
       }),
     );
     expect(p.actions).toEqual([]);
@@ -296,7 +296,7 @@ describe("decideBox: names another object holds", () => {
       obs({
         pvcs: VOLUMES,
         pods: [pod({ name: "box-old", phase: "Failed" })],
-        conflicts: [{ kind: "Pod", name: "box" }],
+        conflict: { kind: "Pod", name: "box" },
       }),
     );
     expect(p.actions).toEqual([]);
@@ -308,7 +308,7 @@ describe("decideBox: names another object holds", () => {
   });
 
   it("starts over once the name is free (a problem reason is not kept)", () => {
-    const failed = decideBox(obs({ conflicts: [{ kind: "Pod", name: "box" }] })).status;
+    const failed = decideBox(obs({ conflict: { kind: "Pod", name: "box" } })).status;
     const p = decideBox(obs({ status: failed }));
     expect(types(p)).toEqual([
       "createPVC box-workspace",
