@@ -14,6 +14,16 @@ export function controllerRef(kind: "PodBox" | "PodWarmPool", name: string, uid:
   return kind === "PodBox" ? { ...ref, blockOwnerDeletion: true } : ref;
 }
 
+/**
+ * The second owner of a pool standby's PVCs: its Pod, as a plain (not controller, not blocking)
+ * reference. The garbage collector deletes an object only once every owner is gone, so a PVC of
+ * a standby a box has claimed (its Pod now the box's) stays when the pool is deleted, until the
+ * box takes it over; and a standby PVC still goes with its pool.
+ */
+export function podOwnerRef(name: string, uid: string): Owner {
+  return { apiVersion: "v1", kind: "Pod", name, uid };
+}
+
 /** True when the object's controller ownerReference names the object with this uid. */
 export function isControlledBy(
   metadata: { ownerReferences?: { controller?: boolean; uid: string }[] } | undefined,

@@ -22,8 +22,9 @@ import {
   paths,
 } from "../client/resources";
 import type { Owner } from "../manifests/types";
+import { podOwnerRef } from "../manifests/owner";
 import { failpoint } from "./failpoint";
-import { EventSink } from "./event-sink";
+import { ClaimClock, QuietSink } from "./quiet-sink";
 import { Log } from "pepr";
 
 /** The finalizer of earlier versions (Pepr's `Finalize`): removed along with ours. */
@@ -35,18 +36,22 @@ const LEGACY_FINALIZERS = ["pepr.dev/finalizer"];
  * its work done: whoever decided on it read an outdated state), the others to true. A create
  * refused because the namespace is being deleted throws {@link NamespaceTerminatingError}. Other
  * errors a retry cannot fix become {@link PermanentError}s; the rest are thrown as they are, for
- * the queue to retry.
+ * the queue to retry. `createdPods` (name to uid) collects the Pods created, for a later
+ * `addPodOwner` of the same plan.
  */
 export async function applyAction(
   namespace: string,
   boxName: string,
   a: BoxAction,
+  createdPods = new Map<string, string>(),
 ): Promise<boolean> {
   try {
-    await apply(namespace, boxName, a);
+    if (!(await apply(namespace, boxName, a, createdPods))) return false;
   } catch (e) {
     const s = statusOf(e);
     if ((a.type === "createPVC" || a.type === "createPod") && s === 409) return false;
+    // The PVC's owners are no longer as observed (a box took it over): nothing to add.
+    if (a.type === "addPodOwner" && (s === 422 || s === 404)) return false;
     if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return false;
     if (isNamespaceTerminating(e)) throw new NamespaceTerminatingError(describeError(e));
     if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
@@ -56,26 +61,47 @@ export async function applyAction(
   return true;
 }
 
-async function apply(namespace: string, boxName: string, a: BoxAction): Promise<void> {
+/** Applies one action; false when it had nothing to act on (a Pod owner with no uid known). */
+async function apply(
+  namespace: string,
+  boxName: string,
+  a: BoxAction,
+  createdPods: Map<string, string>,
+): Promise<boolean> {
   switch (a.type) {
     case "createPVC":
       await createObject(paths.pvcs(namespace), a.pvc);
-      return;
-    case "createPod":
-      await createObject(paths.pods(namespace), a.pod);
-      return;
+      return true;
+    case "createPod": {
+      const pod = await createObject(paths.pods(namespace), a.pod);
+      createdPods.set(a.pod.metadata!.name!, pod.metadata!.uid!);
+      return true;
+    }
+    case "addPodOwner": {
+      const uid = a.podUid ?? createdPods.get(a.pod);
+      if (!uid) return false;
+      await jsonPatch(paths.pvcs(namespace, a.name), [
+        { op: "test", path: "/metadata/ownerReferences", value: a.owners },
+        {
+          op: "add",
+          path: "/metadata/ownerReferences",
+          value: [...a.owners, podOwnerRef(a.pod, uid)],
+        },
+      ]);
+      return true;
+    }
     case "deletePod":
       await deleteObject(paths.pods(namespace, a.name), a.resourceVersion);
-      return;
+      return true;
     case "deletePVC":
       await deleteObject(paths.pvcs(namespace, a.name));
-      return;
+      return true;
     case "adoptPVC":
       await takeOverPVC(namespace, a.name, a.owner, boxName);
-      return;
+      return true;
     case "orphanPVC":
       await patchPVC(namespace, a.name, { metadata: { ownerReferences: null } });
-      return;
+      return true;
   }
 }
 
@@ -153,8 +179,14 @@ export async function removeFinalizer(box: PodBox): Promise<void> {
   ]);
 }
 
-/** Box Events, written once warm claims are quiet ({@link EventSink}). */
-export const boxEvents = new EventSink(
+/** When the last warm claim started: Events and claims' finishes wait until claims are quiet. */
+export const claimClock = new ClaimClock();
+
+/** An Event to create: the events collection it goes to, and the Event. */
+type PendingEvent = { path: string; event: object };
+
+/** Box Events, written once warm claims are quiet ({@link QuietSink}). */
+const boxEvents = new QuietSink<PendingEvent>(
   ({ path, event }) => createObject(path, event).then(() => undefined),
   {
     quietMs: Number(process.env.CUBEPOD_EVENT_QUIET_MS ?? 100),
@@ -163,6 +195,7 @@ export const boxEvents = new EventSink(
     capacity: 5000,
     onDropped: count => Log.warn({ count }, "Events dropped: too many were waiting to be written"),
   },
+  claimClock,
 );
 
 /**

@@ -10,7 +10,7 @@ import { decideBox, readsFromCache } from "./box-decide";
 import {
   addFinalizer,
   applyAction,
-  boxEvents,
+  claimClock,
   hasFinalizer,
   recordEvent,
   removeFinalizer,
@@ -29,6 +29,7 @@ import { poolHashes, replenishSoon } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
 import { Standby, StandbyIndex } from "./standby-index";
 import { OwnWrites } from "./own-writes";
+import { QuietSink } from "./quiet-sink";
 import { objectKey } from "./keys";
 
 /** Box versions this reconciler wrote itself: their watch events need no reconcile. */
@@ -37,6 +38,27 @@ const ownWrites = new OwnWrites();
 const ownPodWrites = new OwnWrites();
 /** Claimed boxes whose finalizer, PVC handover and Event are still to come (see {@link claim}). */
 const afterClaim = new Map<string, { box: PodBox; standby: Standby }>();
+/**
+ * Claimed boxes whose finish the sink has queued, and for which no event has come since: their
+ * run finishes the claim and nothing more. An event clears the mark ({@link reconcileBoxSoon}),
+ * so that a change made while the finish waited is reconciled in the same run.
+ */
+const finishDue = new Set<string>();
+/** The claims' finishes, written once claims are quiet (see {@link QuietSink}). */
+const claimFinishes = new QuietSink<string>(
+  async key => {
+    if (!afterClaim.has(key)) return;
+    finishDue.add(key);
+    boxQueue.add(key);
+  },
+  {
+    quietMs: Number(process.env.CUBEPOD_CLAIM_FINISH_QUIET_MS ?? 100),
+    maxDelayMs: Number(process.env.CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS ?? 2000),
+    concurrency: 8,
+    capacity: 100_000,
+  },
+  claimClock,
+);
 /** New boxes that may claim a standby, as their watch event brought them, and when. */
 const claimHints = new Map<string, { box: PodBox; at: number }>();
 /**
@@ -67,8 +89,18 @@ export async function reconcileBox(key: string): Promise<WorkResult> {
     return { requeueAfterMs: 0 };
   }
   const claimed = afterClaim.get(key);
-  afterClaim.delete(key);
-  if (claimed) return finishClaim(key, claimed.box, claimed.standby);
+  if (claimed) {
+    afterClaim.delete(key);
+    const finishOnly = finishDue.delete(key);
+    // A failed finish is redone by the full reconcile, from what it reads (nothing, if the box
+    // is gone: the PVCs it was handed go with it).
+    const finished = await finishClaim(key, claimed.box, claimed.standby).then(
+      () => true,
+      e => (Log.debug({ box: key, error: String(e) }, "claim not finished; reconciling"), false),
+    );
+    // Only the sink asked: no event came for the box meanwhile.
+    if (finished && finishOnly) return;
+  }
 
   const [namespace, name] = key.split("/");
   const box = await getBox(namespace, name);
@@ -185,8 +217,11 @@ function nameTaken(action: BoxAction): NameConflict | undefined {
 
 /**
  * The warm claim: true when the box now runs on a standby. Its urgent part is two writes, the
- * standby's Pod and then the box status, with no read. The rest ({@link finishClaim}) runs next
- * in the box's lane at regular priority, so that in a burst every claim's two writes go first.
+ * standby's Pod and then the box status, with no read. The rest ({@link finishClaim}) waits until
+ * claims are quiet, at most 2 s, and runs before anything else the box's lane does. Until then
+ * the box is safe without it: deleting the box takes the standby's Pod, and the pool removes the
+ * PVCs it leaves; deleting the pool leaves the PVCs, which the claimed Pod also owns; a restart
+ * reconciles every box, which finishes the claim from what it reads.
  */
 async function claim(key: string, box: PodBox, since: number): Promise<boolean> {
   const namespace = box.metadata!.namespace!;
@@ -194,8 +229,8 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   const poolKey = objectKey(namespace, pool);
   const current = poolHashes.get(poolKey);
   claiming.add(box.metadata!.uid!);
-  // Events wait until claims are quiet: an Event written now would slow the next claim.
-  boxEvents.claimStarted();
+  // Writes that can wait do so until claims are quiet: one written now would slow the next claim.
+  claimClock.started();
   const standby = await claimStandby(box, standbyIndex, current?.hash, ownPodWrites);
   replenishSoon(poolKey);
   if (!standby) return false;
@@ -205,20 +240,22 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   claimDuration.observe((performance.now() - since) / 1000);
   countTransition("WarmPoolClaimed", { namespace, pool });
   afterClaim.set(key, { box, standby });
-  boxQueue.add(key);
+  claimFinishes.record(key);
   return true;
 }
 
 /**
- * The end of a claim: the finalizer, then the PVC handover (only once the finalizer holds the
- * box, so that a box deleted at once leaves the volumes to the pool rather than to garbage
- * collection), then the Event (written once claims are quiet). Its writes' echoes are
- * recognised, so a claim costs no reconcile afterwards. If it fails, the retry is a full
- * reconcile, which does the same from what it reads.
+ * The end of a claim: the cleanup finalizer and the PVC handover, together, then the Event. Their
+ * order does not matter: a claimed box deleted before its finalizer lands takes its volumes along
+ * (garbage collection, as their owner is gone), as the finalizer's cleanup would. Its writes'
+ * echoes are recognised, so a claim costs no reconcile afterwards. If it fails, the full
+ * reconcile that follows does the same from what it reads.
  */
 async function finishClaim(key: string, box: PodBox, standby: Standby): Promise<void> {
-  if (!hasFinalizer(box)) await ownWrites.during(key, () => addFinalizer(box));
-  await handOverVolumes(box, standby);
+  await Promise.all([
+    hasFinalizer(box) ? undefined : ownWrites.during(key, () => addFinalizer(box)),
+    handOverVolumes(box, standby),
+  ]);
   recordEvent(box, {
     type: "Normal",
     reason: "WarmPoolClaimed",
@@ -247,7 +284,7 @@ export function enqueueBoxOfPod(
 ): void {
   const podKey = objectKey(namespace, pod.metadata!.name!);
   // A Pod on its way out has no echo left to recognise (and claimed Pods' names are unique).
-  const enqueue = () => boxQueue.add(objectKey(namespace, boxName));
+  const enqueue = () => reconcileBoxSoon(objectKey(namespace, boxName));
   if (deleted || pod.metadata?.deletionTimestamp) {
     ownPodWrites.forget(podKey);
     enqueue();
@@ -263,7 +300,13 @@ export function enqueueBox(box: PodBox): void {
       claimHints.set(key, { box, at: performance.now() });
       boxQueue.addFirst(key);
     } else {
-      boxQueue.add(key);
+      reconcileBoxSoon(key);
     }
   });
+}
+
+/** Asks for a full reconcile of the box: something about it changed. */
+export function reconcileBoxSoon(key: string): void {
+  finishDue.delete(key);
+  boxQueue.add(key);
 }

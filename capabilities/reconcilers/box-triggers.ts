@@ -2,7 +2,7 @@ import type { a } from "pepr";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import { listObjects, paths } from "../client/resources";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
-import { boxQueue, enqueueBox, enqueueBoxOfPod, standbyIndex } from "./box-reconciler";
+import { enqueueBox, enqueueBoxOfPod, reconcileBoxSoon, standbyIndex } from "./box-reconciler";
 import { objectKey } from "./keys";
 import { enqueuePool, poolQueue, replenishSoon } from "./pool-reconciler";
 import { reaperPass } from "./runtime";
@@ -28,7 +28,7 @@ export async function onTemplateChange(tpl: CubePodTemplate): Promise<void> {
     listObjects<PodWarmPool>(paths.podWarmPools(namespace)),
   ]);
   for (const box of boxes) {
-    if (box.spec?.templateRef === name) boxQueue.add(objectKey(namespace, box.metadata!.name!));
+    if (box.spec?.templateRef === name) reconcileBoxSoon(objectKey(namespace, box.metadata!.name!));
   }
   for (const pool of pools) {
     if (pool.spec?.templateRef === name) poolQueue.add(objectKey(namespace, pool.metadata!.name!));

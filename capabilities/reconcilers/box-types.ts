@@ -79,7 +79,13 @@ export type BoxAction =
   /** Make the box the PVC's owner (re-attached volumes). */
   | { type: "adoptPVC"; name: string; owner: Owner }
   /** Drop the box from the PVC's owners, so that garbage collection keeps it. */
-  | { type: "orphanPVC"; name: string };
+  | { type: "orphanPVC"; name: string }
+  /**
+   * Add a pool standby's Pod to its PVC's owners, if the PVC still has exactly `owners`: a
+   * claimed standby's PVCs then outlive their pool until the box takes them over. The Pod's uid
+   * is the observed one, or the one its create in the same reconcile returned.
+   */
+  | { type: "addPodOwner"; name: string; owners: Owner[]; pod: string; podUid?: string };
 
 /** A Kubernetes Event about the box. */
 export type BoxEvent = { type: "Normal" | "Warning"; reason: PodBoxReason; message: string };

@@ -11,13 +11,20 @@ export type ObservedStandby = {
   templateHash?: string;
   pod?: {
     name: string;
+    uid?: string;
     phase?: string;
     ready: boolean;
     podIP?: string;
     deleting: boolean;
     resourceVersion?: string;
   };
-  pvcs: { name: string; role: "rootfs" | "workspace"; deleting: boolean }[];
+  pvcs: {
+    name: string;
+    role: "rootfs" | "workspace";
+    deleting: boolean;
+    /** Its ownerReferences as read. */
+    owners?: Owner[];
+  }[];
 };
 
 /** What one reconcile of a PodWarmPool looks at. */
@@ -51,7 +58,10 @@ const isLive = (s: ObservedStandby) => !s.pod?.deleting && s.pvcs.every(p => !p.
 /**
  * Decides what a warm pool needs: standbys created up to `spec.replicas`, excess ones removed
  * (unready first), stale ones (another template hash) replaced one at a time, a new one first, so
- * that the pool never empties at once; a standby that lost its Pod gets a new one. Pure.
+ * that the pool never empties at once. A standby's PVCs are owned by its Pod as well as by the
+ * pool (`podOwnerRef`, owner.ts). A standby that lost its Pod is removed, never given a new Pod: its
+ * Pod may have been claimed by a box that was deleted before it took the PVCs over, and what
+ * that box wrote must not reach the next one. Pure.
  */
 export function decidePool(o: PoolObservation): PoolPlan {
   const { pool } = o;
@@ -74,9 +84,9 @@ export function decidePool(o: PoolObservation): PoolPlan {
     for (const p of s.pvcs) if (!p.deleting) actions.push({ type: "deletePVC", name: p.name });
   };
 
-  // A standby with a Pod that ended, or missing a volume, is removed and made again.
+  // A standby with a Pod that ended or is gone, or missing a volume, is removed and made again.
   for (const s of live) {
-    const ended = s.pod?.phase === "Failed" || s.pod?.phase === "Succeeded";
+    const ended = !s.pod || s.pod.phase === "Failed" || s.pod.phase === "Succeeded";
     const broken = s.pvcs.length < 2;
     if (ended || broken) remove(s);
   }
@@ -99,10 +109,17 @@ export function decidePool(o: PoolObservation): PoolPlan {
   // The current standbys that stay; nothing is removed after this point.
   const kept = keptCurrent.filter(s => !removed.has(s));
 
-  // A current standby whose Pod is gone (volumes intact) gets its Pod back.
-  if (o.template) {
-    for (const s of kept.filter(s => !s.pod)) {
-      actions.push({ type: "createPod", pod: standby(o, s.name).pod });
+  // Standbys made before their PVCs had the Pod as an owner, or whose owner write was lost.
+  for (const s of live.filter(s => !removed.has(s) && s.pod?.uid)) {
+    for (const p of s.pvcs) {
+      if (p.deleting || (p.owners ?? []).some(r => r.uid === s.pod!.uid)) continue;
+      actions.push({
+        type: "addPodOwner",
+        name: p.name,
+        owners: p.owners ?? [],
+        pod: s.pod!.name,
+        podUid: s.pod!.uid,
+      });
     }
   }
 
@@ -119,6 +136,11 @@ export function decidePool(o: PoolObservation): PoolPlan {
         { type: "createPVC", pvc: built.rootfs },
         { type: "createPod", pod: built.pod },
       );
+      // The Pod's uid comes from its create: the PVCs go first, so the Pod never waits for them.
+      for (const pvc of [built.workspace, built.rootfs]) {
+        const owners = pvc.metadata!.ownerReferences!;
+        actions.push({ type: "addPodOwner", name: pvc.metadata!.name!, owners, pod: name });
+      }
     }
   }
 

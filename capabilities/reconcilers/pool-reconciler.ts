@@ -53,6 +53,7 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
       name: p.metadata!.name!,
       role,
       deleting: Boolean(p.metadata?.deletionTimestamp),
+      owners: p.metadata?.ownerReferences ?? [],
     });
   }
   for (const p of pods) {
@@ -60,6 +61,7 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
     s.templateHash = p.metadata?.labels?.[LABEL_TEMPLATE_HASH] ?? s.templateHash;
     s.pod = {
       name: p.metadata!.name!,
+      uid: p.metadata?.uid,
       phase: p.status?.phase,
       podIP: p.status?.podIP,
       ready: (p.status?.conditions ?? []).some(c => c.type === "Ready" && c.status === "True"),
@@ -128,7 +130,8 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
         writeStatusAt(paths.podWarmPools(namespace, name), pool.status ?? {}, status),
       );
     try {
-      for (const a of plan.actions) await applyAction(namespace, name, a);
+      const createdPods = new Map<string, string>();
+      for (const a of plan.actions) await applyAction(namespace, name, a, createdPods);
     } catch (e) {
       if (e instanceof NamespaceTerminatingError) return;
       // Said in the status (best effort), then retried with backoff by the queue.

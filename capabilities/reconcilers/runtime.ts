@@ -12,7 +12,7 @@ import { startMetricsServer } from "../metrics/server";
 import { BoxCache } from "./box-cache";
 import { KubeError } from "../client/fast-client";
 import { getObject, paths } from "../client/resources";
-import { boxQueue, standbyIndex } from "./box-reconciler";
+import { reconcileBoxSoon, standbyIndex } from "./box-reconciler";
 
 /** What the reaper and the gauges read of every box; fed by {@link startRuntime}'s watch. */
 export const boxCache = new BoxCache();
@@ -32,7 +32,7 @@ export async function reaperPass(now = Date.now()): Promise<number> {
   const started = performance.now();
   try {
     const due = boxCache.due(now);
-    due.forEach(key => boxQueue.add(key));
+    due.forEach(key => reconcileBoxSoon(key));
     reaperPassDuration.set((performance.now() - started) / 1000);
     reaperBoxes.set(boxCache.size);
     return due.length;

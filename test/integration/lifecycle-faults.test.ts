@@ -204,6 +204,59 @@ describe("restart safety: the module stopped in the middle of a transition", () 
     await h.waitPVCs("interrupted", []);
   });
 
+  it("after a claim, before its finish (the pool deleted meanwhile): the restart finishes it", async () => {
+    // Claims finish once quiet; here not for a minute, so that the module dies first.
+    cluster("module", "kill");
+    const slow = {
+      CUBEPOD_CLAIM_FINISH_QUIET_MS: "60000",
+      CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS: "60000",
+    };
+    clusterWithEnv(slow, "module", "start");
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "unfinished" },
+      spec: { templateRef: "python", replicas: 1 },
+    });
+    await kube.waitFor(paths.podwarmpools(ns, "unfinished"), o => o?.status?.readyReplicas === 1);
+    await h.createBox("claimant", { warmPoolRef: "unfinished" });
+    const box = await h.waitPhase("claimant", "Running", "WarmPoolClaimed");
+    const { podName, rootfsPVCName, workspacePVCName } = box.status;
+    // Not finished: the PVCs are still the pool's and their Pod's, the box has no finalizer.
+    const pvc = (await kube.get(paths.pvcs(ns, workspacePVCName))).body;
+    expect(pvc.metadata.labels["pod.cubeplex.ai/pool"]).toBe("unfinished");
+    expect(pvc.metadata.ownerReferences.map((r: { kind: string }) => r.kind)).toEqual([
+      "PodWarmPool",
+      "Pod",
+    ]);
+    expect(
+      (await kube.get(paths.podboxes(ns, "claimant"))).body.metadata.finalizers,
+    ).toBeUndefined();
+    // The pool goes: its garbage collection leaves the PVCs that the claimed Pod owns.
+    await kube.delete(paths.podwarmpools(ns, "unfinished"));
+    await h.waitGone(paths.podwarmpools(ns, "unfinished"));
+    for (const name of [rootfsPVCName, workspacePVCName]) {
+      await kube.waitFor(paths.pvcs(ns, name), o => o?.metadata.ownerReferences?.length === 1);
+    }
+    restartModule();
+    await kube.waitFor(paths.podboxes(ns, "claimant"), o =>
+      (o?.metadata.finalizers ?? []).includes("pod.cubeplex.ai/cleanup"),
+    );
+    for (const name of [rootfsPVCName, workspacePVCName]) {
+      await kube.waitFor(
+        paths.pvcs(ns, name),
+        o =>
+          o?.metadata.labels?.["pod.cubeplex.ai/box"] === "claimant" &&
+          o?.metadata.ownerReferences?.[0]?.uid === box.metadata.uid,
+      );
+    }
+    expect(await h.podsOf("claimant")).toEqual([podName]);
+    expect((await kube.get(paths.podboxes(ns, "claimant"))).body.status.phase).toBe("Running");
+    await kube.delete(paths.podboxes(ns, "claimant"));
+    await h.waitGone(paths.podboxes(ns, "claimant"));
+    await h.waitPVCs("claimant", []);
+  });
+
   it("deleted while the module is down: the finalizer holds it until the module cleans up", async () => {
     await h.createBox("late", { templateRef: "python" });
     await h.waitPhase("late", "Running");

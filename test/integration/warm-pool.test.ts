@@ -48,6 +48,17 @@ describe("PodWarmPool, observed in the API server", () => {
       expect(pod.metadata.ownerReferences[0].blockOwnerDeletion).toBeUndefined();
       expect(pod.spec.initContainers[0].name).toBe("podd-installer");
       expect(pod.metadata.labels["pod.cubeplex.ai/box"]).toBeUndefined();
+      // Its PVCs are owned by the pool and by the Pod: a claimed Pod keeps them from the pool's GC.
+      for (const pvc of [`${name}-rootfs-g1`, `${name}-workspace`]) {
+        expect((await get(paths.pvcs(ns, pvc))).metadata.ownerReferences).toEqual([
+          expect.objectContaining({
+            kind: "PodWarmPool",
+            uid: pool.metadata.uid,
+            controller: true,
+          }),
+          { apiVersion: "v1", kind: "Pod", name, uid: pod.metadata.uid },
+        ]);
+      }
     }
   });
 
@@ -69,17 +80,20 @@ describe("PodWarmPool, observed in the API server", () => {
     expect(pod.metadata.ownerReferences).toEqual([
       expect.objectContaining({ kind: "PodBox", uid: created.metadata.uid }),
     ]);
-    await kube.waitFor(
-      paths.pvcs(ns, box.status.workspacePVCName),
-      o => o?.metadata.ownerReferences?.[0]?.uid === created.metadata.uid,
+    // Then, once claims are quiet: the finalizer, and the PVCs handed over (the box alone owns them).
+    await kube.waitFor(paths.podboxes(ns, "claimer"), o =>
+      (o?.metadata.finalizers ?? []).includes("pod.cubeplex.ai/cleanup"),
     );
-    // The PVCs are handed over only once the box holds its cleanup finalizer.
-    expect((await get(paths.podboxes(ns, "claimer"))).metadata.finalizers).toEqual([
-      "pod.cubeplex.ai/cleanup",
-    ]);
-    const rootfs = await get(paths.pvcs(ns, box.status.rootfsPVCName));
-    expect(rootfs.metadata.ownerReferences[0].uid).toBe(created.metadata.uid);
-    expect(rootfs.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
+    for (const pvc of [box.status.rootfsPVCName, box.status.workspacePVCName]) {
+      const handed = (await kube.waitFor(
+        paths.pvcs(ns, pvc),
+        o => o?.metadata.labels?.["pod.cubeplex.ai/box"] === "claimer",
+      )) as Obj;
+      expect(handed.metadata.ownerReferences).toEqual([
+        expect.objectContaining({ kind: "PodBox", uid: created.metadata.uid, controller: true }),
+      ]);
+      expect(handed.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
+    }
     // Replenished: three ready standbys again, the claimed one no longer among them.
     const ready = (p: Obj) =>
       (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True");
@@ -196,6 +210,78 @@ describe("PodWarmPool, observed in the API server", () => {
       expect((await get(paths.pvcs(ns, pvc))).metadata.deletionTimestamp).toBeUndefined();
     }
     expect((await get(paths.podboxes(ns, "keeper"))).status.phase).toBe("Running");
+  });
+
+  it("a pool deleted straight after a claim leaves the claimed standby's PVCs to the box", async () => {
+    await createPool("brief", 1);
+    await poolAt("brief", 1);
+    await h.createBox("stayer", { warmPoolRef: "brief" });
+    const box = await h.waitPhase("stayer", "Running", "WarmPoolClaimed");
+    // Most likely before the claim is finished (the handover waits until claims are quiet).
+    await kube.delete(paths.podwarmpools(ns, "brief"));
+    await h.waitGone(paths.podwarmpools(ns, "brief"));
+    const selector = encodeURIComponent("pod.cubeplex.ai/pool=brief");
+    await kube.waitForItems(`${paths.pvcs(ns)}?labelSelector=${selector}`, i => i.length === 0);
+    for (const pvc of [box.status.rootfsPVCName, box.status.workspacePVCName]) {
+      const kept = (await kube.waitFor(
+        paths.pvcs(ns, pvc),
+        o => o?.metadata.labels?.["pod.cubeplex.ai/box"] === "stayer",
+      )) as Obj;
+      expect(kept.metadata.deletionTimestamp).toBeUndefined();
+      expect(kept.metadata.ownerReferences).toEqual([
+        expect.objectContaining({ kind: "PodBox", uid: box.metadata.uid }),
+      ]);
+    }
+    expect((await get(paths.podboxes(ns, "stayer"))).status.phase).toBe("Running");
+    await kube.delete(paths.podboxes(ns, "stayer"));
+  });
+
+  it("a box deleted straight after its claim takes the standby's PVCs along; none return to the pool", async () => {
+    await createPool("quick", 2);
+    await poolAt("quick", 2);
+    await h.createBox("fleeting", { warmPoolRef: "quick" });
+    const box = await h.waitPhase("fleeting", "Running", "WarmPoolClaimed");
+    await kube.delete(paths.podboxes(ns, "fleeting"));
+    await h.waitGone(paths.podboxes(ns, "fleeting"));
+    await h.waitGone(paths.pods(ns, box.status.podName));
+    await h.waitGone(paths.pvcs(ns, box.status.rootfsPVCName));
+    await h.waitGone(paths.pvcs(ns, box.status.workspacePVCName));
+    await poolAt("quick", 2);
+    expect(await standbys("quick")).not.toContain(box.status.podName);
+    await kube.delete(paths.podwarmpools(ns, "quick"));
+  });
+
+  it("the garbage collector keeps an object while any of its owners lives, in the foreground too", async () => {
+    // The premise of standby PVCs owned by their pool and their Pod, checked on ConfigMaps.
+    const cm = (name: string, ownerReferences?: object[]) =>
+      kube.mustCreate(`/api/v1/namespaces/${ns}/configmaps`, {
+        apiVersion: "v1",
+        kind: "ConfigMap",
+        metadata: { name, ownerReferences },
+      });
+    const ref = (o: Obj, controller?: boolean) => ({
+      apiVersion: "v1",
+      kind: "ConfigMap",
+      name: o.metadata.name,
+      uid: o.metadata.uid,
+      ...(controller ? { controller } : {}),
+    });
+    const at = (name: string) => `/api/v1/namespaces/${ns}/configmaps/${name}`;
+    for (const policy of ["Background", "Foreground"]) {
+      const owner = await cm(`gc-owner-${policy.toLowerCase()}`);
+      const other = await cm(`gc-other-${policy.toLowerCase()}`);
+      const dep = await cm(`gc-dep-${policy.toLowerCase()}`, [ref(owner, true), ref(other)]);
+      await kube.request("DELETE", at(owner.metadata.name), { propagationPolicy: policy });
+      await h.waitGone(at(owner.metadata.name));
+      const kept = (await kube.waitFor(
+        at(dep.metadata.name),
+        o => o?.metadata.ownerReferences?.length === 1,
+      )) as Obj;
+      expect(kept.metadata.ownerReferences).toEqual([ref(other)]);
+      expect(kept.metadata.deletionTimestamp).toBeUndefined();
+      await kube.delete(at(other.metadata.name));
+      await h.waitGone(at(dep.metadata.name));
+    }
   });
 
   it("an empty pool falls back to a cold start", async () => {

@@ -61,6 +61,8 @@ const makes = (n: string) => [
   `createPVC ${n}-workspace`,
   `createPVC ${n}-rootfs-g1`,
   `createPod ${n}`,
+  `addPodOwner ${n}-workspace`,
+  `addPodOwner ${n}-rootfs-g1`,
 ];
 const summary = (p: ReturnType<typeof decidePool>) =>
   p.actions.map(a =>
@@ -152,9 +154,51 @@ describe("decidePool", () => {
     expect(summary(p)).toEqual([...removes("old")]);
   });
 
-  it("gives a standby that lost its Pod a new Pod on the same PVCs", () => {
+  it("removes a standby that lost its Pod (a claimer may have written to its volumes), then makes a new one", () => {
     const p = decidePool(obs(1, [standby("a", { pod: false })]));
-    expect(summary(p)).toEqual(["createPod a"]);
+    expect(summary(p)).toEqual([...removes("a").slice(1), ...makes("pool-new0")]);
+  });
+
+  it("makes a new standby's Pod an owner of its PVCs, after the Pod (its uid comes from the create)", () => {
+    const p = decidePool(obs(1, []));
+    const owners = p.actions.filter(a => a.type === "addPodOwner");
+    expect(owners).toEqual([
+      {
+        type: "addPodOwner",
+        name: "pool-new0-workspace",
+        pod: "pool-new0",
+        owners: [
+          expect.objectContaining({ kind: "PodWarmPool", uid: "pool-uid", controller: true }),
+        ],
+      },
+      expect.objectContaining({ name: "pool-new0-rootfs-g1", pod: "pool-new0" }),
+    ]);
+    expect(owners[0].type === "addPodOwner" && owners[0].podUid).toBeUndefined();
+  });
+
+  it("adds the observed Pod to the owners of a standby's PVCs that lack it, guarded by the owners read", () => {
+    const poolRef = {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      name: "pool",
+      uid: "pool-uid",
+      controller: true,
+    };
+    const podRef = { apiVersion: "v1", kind: "Pod", name: "a", uid: "pod-a" };
+    const a = standby("a");
+    a.pod!.uid = "pod-a";
+    a.pvcs[0].owners = [poolRef, podRef];
+    a.pvcs[1].owners = [poolRef];
+    const p = decidePool(obs(1, [a]));
+    expect(p.actions).toEqual([
+      { type: "addPodOwner", name: "a-workspace", owners: [poolRef], pod: "a", podUid: "pod-a" },
+    ]);
+  });
+
+  it("adds no Pod owner to a standby it removes", () => {
+    const a = standby("a", { phase: "Failed", ready: false });
+    a.pod!.uid = "pod-a";
+    expect(summary(decidePool(obs(1, [a])))).toEqual([...removes("a"), ...makes("pool-new0")]);
   });
 
   it("removes a standby whose Pod ended, then makes a new one", () => {

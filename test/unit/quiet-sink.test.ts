@@ -1,40 +1,43 @@
-import { EventSink, eventDelay } from "../../capabilities/reconcilers/event-sink";
+import { ClaimClock, QuietSink, quietDelay } from "../../capabilities/reconcilers/quiet-sink";
 
 const OPTS = { quietMs: 100, maxDelayMs: 5000 };
 
-describe("eventDelay", () => {
+describe("quietDelay", () => {
   it("is 0 when no claim ever started, or claims have been quiet long enough", () => {
-    expect(eventDelay(1000, undefined, 1000, OPTS)).toBe(0);
-    expect(eventDelay(1000, 900, 950, OPTS)).toBe(0);
+    expect(quietDelay(1000, undefined, 1000, OPTS)).toBe(0);
+    expect(quietDelay(1000, 900, 950, OPTS)).toBe(0);
   });
 
   it("waits until claims have been quiet for quietMs", () => {
-    expect(eventDelay(1000, 980, 990, OPTS)).toBe(80);
+    expect(quietDelay(1000, 980, 990, OPTS)).toBe(80);
   });
 
   it("waits no longer than maxDelayMs after the event was recorded, claims or not", () => {
-    expect(eventDelay(6600, 6590, 1500, OPTS)).toBe(0);
-    expect(eventDelay(6600, 6590, 1600, OPTS)).toBe(0);
-    expect(eventDelay(6600, 6590, 1650, OPTS)).toBe(50);
+    expect(quietDelay(6600, 6590, 1500, OPTS)).toBe(0);
+    expect(quietDelay(6600, 6590, 1600, OPTS)).toBe(0);
+    expect(quietDelay(6600, 6590, 1650, OPTS)).toBe(50);
   });
 });
 
-describe("EventSink", () => {
+describe("QuietSink", () => {
   let clock = 0;
   let written: string[];
   let failNext = false;
-  const sink = (over: Partial<ConstructorParameters<typeof EventSink>[1]> = {}) =>
-    new EventSink(
+  const claims = new ClaimClock(() => clock);
+  const sink = (over: Partial<ConstructorParameters<typeof QuietSink>[1]> = {}) => {
+    const s = new QuietSink<{ path: string; event: { reason: string } }>(
       async e => {
         if (failNext) {
           failNext = false;
           throw new Error("HTTP 500");
         }
-        written.push((e.event as { reason: string }).reason);
+        written.push(e.event.reason);
       },
       { ...OPTS, concurrency: 2, capacity: 10, ...over },
-      () => clock,
+      claims,
     );
+    return Object.assign(s, { claimStarted: () => claims.started() });
+  };
   const advance = async (ms: number) => {
     clock += ms;
     await jest.advanceTimersByTimeAsync(ms);
@@ -43,6 +46,7 @@ describe("EventSink", () => {
   beforeEach(() => {
     jest.useFakeTimers();
     clock = 0;
+    claims.last = undefined;
     written = [];
   });
   afterEach(() => jest.useRealTimers());
