@@ -295,11 +295,22 @@ function run(o: BoxObservation): BoxPlan {
   });
 }
 
+/**
+ * Takes over a claimed standby's PVCs that are still the pool's (the claim's finish was lost to a
+ * restart, or failed): a pool removes a standby's PVCs once their Pod is gone, so this goes
+ * before any Pod is deleted.
+ */
+function adoptClaimed(o: BoxObservation): BoxAction[] {
+  const { pvcs, claimedFromPool } = boxVolumes(o, volumeKeyOf(o));
+  return pvcs
+    .filter(p => claimedFromPool(p) && !p.deleting)
+    .map(p => ({ type: "adoptPVC" as const, name: p.name, owner: boxOwner(o) }));
+}
+
 function pause(o: BoxObservation, reason: "Paused" | "IdlePaused"): BoxPlan {
   const prev = o.box.status ?? {};
-  const actions: BoxAction[] = o.pods
-    .filter(p => !p.deleting)
-    .map(p => ({ type: "deletePod" as const, name: p.name }));
+  const actions: BoxAction[] = adoptClaimed(o);
+  for (const p of o.pods) if (!p.deleting) actions.push({ type: "deletePod", name: p.name });
   const gone = o.pods.length === 0;
   return plan(o, actions, {
     phase: gone ? "Paused" : "Pending",
@@ -315,9 +326,8 @@ function teardown(o: BoxObservation, reason: "Deleting" | "Terminated" | "LeaseE
   const { box } = o;
   const prev = box.status ?? {};
   const retain = box.spec.volumeReclaimPolicy === "Retain";
-  const actions: BoxAction[] = o.pods
-    .filter(p => !p.deleting)
-    .map(p => ({ type: "deletePod" as const, name: p.name }));
+  const actions: BoxAction[] = adoptClaimed(o);
+  for (const p of o.pods) if (!p.deleting) actions.push({ type: "deletePod", name: p.name });
   const key = volumeKeyOf(o);
   const { pvcs, claimedFromPool } = boxVolumes(o, key);
   const ours = pvcs.filter(p => p.owner === "this" || claimedFromPool(p));

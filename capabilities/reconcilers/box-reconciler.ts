@@ -55,7 +55,8 @@ const claimFinishes = new QuietSink<string>(
     quietMs: Number(process.env.CUBEPOD_CLAIM_FINISH_QUIET_MS ?? 100),
     maxDelayMs: Number(process.env.CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS ?? 2000),
     concurrency: 8,
-    capacity: 100_000,
+    // Never dropped: a finish that never ran would leave the claim unfinished until an event.
+    capacity: Number.POSITIVE_INFINITY,
   },
   claimClock,
 );
@@ -221,7 +222,9 @@ function nameTaken(action: BoxAction): NameConflict | undefined {
  * claims are quiet, at most 2 s, and runs before anything else the box's lane does. Until then
  * the box is safe without it: deleting the box takes the standby's Pod, and the pool removes the
  * PVCs it leaves; deleting the pool leaves the PVCs, which the claimed Pod also owns; a restart
- * reconciles every box, which finishes the claim from what it reads.
+ * reconciles every box, which finishes the claim from what it reads. Only a box whose volumes
+ * must outlive it (`volumeReclaimPolicy: Retain`) finishes at once, as it did before: deleted
+ * without its finalizer, it would lose them.
  */
 async function claim(key: string, box: PodBox, since: number): Promise<boolean> {
   const namespace = box.metadata!.namespace!;
@@ -240,7 +243,11 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   claimDuration.observe((performance.now() - since) / 1000);
   countTransition("WarmPoolClaimed", { namespace, pool });
   afterClaim.set(key, { box, standby });
-  claimFinishes.record(key);
+  // A box that keeps its volumes needs its finalizer before anyone deletes it: at once.
+  if (box.spec!.volumeReclaimPolicy === "Retain") {
+    finishDue.add(key);
+    boxQueue.add(key);
+  } else claimFinishes.record(key);
   return true;
 }
 

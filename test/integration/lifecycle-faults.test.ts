@@ -1,4 +1,4 @@
-import { cluster, clusterWithEnv, Kube, paths } from "./kube";
+import { cluster, clusterWithEnv, Kube, Obj, paths } from "./kube";
 import { inNamespace, podTemplate, TEMPLATE } from "./lifecycle-helpers";
 import { isNamespaceTerminating } from "../../capabilities/reconcilers/errors";
 
@@ -204,7 +204,7 @@ describe("restart safety: the module stopped in the middle of a transition", () 
     await h.waitPVCs("interrupted", []);
   });
 
-  it("after a claim, before its finish (the pool deleted meanwhile): the restart finishes it", async () => {
+  it("claims whose finish waits: a Retain box's does not; an event runs it first; a restart finishes it, after the pool's deletion too", async () => {
     // Claims finish once quiet; here not for a minute, so that the module dies first.
     cluster("module", "kill");
     const slow = {
@@ -216,45 +216,76 @@ describe("restart safety: the module stopped in the middle of a transition", () 
       apiVersion: "pod.cubeplex.ai/v1alpha1",
       kind: "PodWarmPool",
       metadata: { name: "unfinished" },
-      spec: { templateRef: "python", replicas: 1 },
+      spec: { templateRef: "python", replicas: 3 },
     });
-    await kube.waitFor(paths.podwarmpools(ns, "unfinished"), o => o?.status?.readyReplicas === 1);
-    await h.createBox("claimant", { warmPoolRef: "unfinished" });
-    const box = await h.waitPhase("claimant", "Running", "WarmPoolClaimed");
-    const { podName, rootfsPVCName, workspacePVCName } = box.status;
-    // Not finished: the PVCs are still the pool's and their Pod's, the box has no finalizer.
-    const pvc = (await kube.get(paths.pvcs(ns, workspacePVCName))).body;
-    expect(pvc.metadata.labels["pod.cubeplex.ai/pool"]).toBe("unfinished");
-    expect(pvc.metadata.ownerReferences.map((r: { kind: string }) => r.kind)).toEqual([
-      "PodWarmPool",
-      "Pod",
-    ]);
+    await kube.waitFor(paths.podwarmpools(ns, "unfinished"), o => o?.status?.readyReplicas === 3);
+    const claim = async (name: string, spec: object = {}) => {
+      await h.createBox(name, { warmPoolRef: "unfinished", ...spec });
+      return (await h.waitPhase(name, "Running", "WarmPoolClaimed")) as Obj;
+    };
+    const finished = async (box: Obj) => {
+      await kube.waitFor(paths.podboxes(ns, box.metadata.name), o =>
+        (o?.metadata.finalizers ?? []).includes("pod.cubeplex.ai/cleanup"),
+      );
+      for (const name of [box.status.rootfsPVCName, box.status.workspacePVCName]) {
+        await kube.waitFor(
+          paths.pvcs(ns, name),
+          o =>
+            o?.metadata.labels?.["pod.cubeplex.ai/box"] === box.metadata.name &&
+            o?.metadata.ownerReferences?.length === 1 &&
+            o?.metadata.ownerReferences[0].uid === box.metadata.uid,
+        );
+      }
+    };
+    const claimant = await claim("claimant");
+    const sleeper = await claim("sleeper");
+    // A box that keeps its volumes finishes at once: deleted without its finalizer, it would lose them.
+    const keeper = await claim("keeper", { volumeReclaimPolicy: "Retain" });
+    await finished(keeper);
+    // The others wait: their PVCs are still the pool's and their Pod's, they have no finalizer.
+    for (const box of [claimant, sleeper]) {
+      const pvc = (await kube.get(paths.pvcs(ns, box.status.workspacePVCName))).body;
+      expect(pvc.metadata.labels["pod.cubeplex.ai/pool"]).toBe("unfinished");
+      expect(pvc.metadata.ownerReferences.map((r: Obj) => r.kind)).toEqual(["PodWarmPool", "Pod"]);
+      const stored = (await kube.get(paths.podboxes(ns, box.metadata.name))).body;
+      expect(stored.metadata.finalizers).toBeUndefined();
+    }
+    // An event while the finish waits: the finish runs first, then the pause.
+    await h.patchBox("sleeper", { desiredState: "Paused" });
+    await h.waitPhase("sleeper", "Paused");
+    await finished(sleeper);
+    expect(await h.podsOf("sleeper")).toEqual([]);
     expect(
       (await kube.get(paths.podboxes(ns, "claimant"))).body.metadata.finalizers,
     ).toBeUndefined();
-    // The pool goes: its garbage collection leaves the PVCs that the claimed Pod owns.
+    await h.patchBox("sleeper", { desiredState: "Running" });
+    const resumed = await h.waitPhase("sleeper", "Running", "Resumed");
+    expect(resumed.status.workspacePVCName).toBe(sleeper.status.workspacePVCName);
+    // The module dies with the claimant's finish still waiting; the pool is deleted meanwhile. Its
+    // garbage collection leaves the PVCs that the claimed Pod owns.
+    cluster("module", "kill");
     await kube.delete(paths.podwarmpools(ns, "unfinished"));
     await h.waitGone(paths.podwarmpools(ns, "unfinished"));
-    for (const name of [rootfsPVCName, workspacePVCName]) {
-      await kube.waitFor(paths.pvcs(ns, name), o => o?.metadata.ownerReferences?.length === 1);
-    }
-    restartModule();
-    await kube.waitFor(paths.podboxes(ns, "claimant"), o =>
-      (o?.metadata.finalizers ?? []).includes("pod.cubeplex.ai/cleanup"),
-    );
-    for (const name of [rootfsPVCName, workspacePVCName]) {
-      await kube.waitFor(
+    for (const name of [claimant.status.rootfsPVCName, claimant.status.workspacePVCName]) {
+      const left = await kube.waitFor(
         paths.pvcs(ns, name),
-        o =>
-          o?.metadata.labels?.["pod.cubeplex.ai/box"] === "claimant" &&
-          o?.metadata.ownerReferences?.[0]?.uid === box.metadata.uid,
+        o => o?.metadata.ownerReferences?.length === 1,
       );
+      expect(left?.metadata.ownerReferences[0].kind).toBe("Pod");
     }
-    expect(await h.podsOf("claimant")).toEqual([podName]);
-    expect((await kube.get(paths.podboxes(ns, "claimant"))).body.status.phase).toBe("Running");
-    await kube.delete(paths.podboxes(ns, "claimant"));
-    await h.waitGone(paths.podboxes(ns, "claimant"));
-    await h.waitPVCs("claimant", []);
+    cluster("module", "start");
+    await finished(claimant);
+    expect(await h.podsOf("claimant")).toEqual([claimant.status.podName]);
+    for (const box of [claimant, sleeper]) {
+      await kube.delete(paths.podboxes(ns, box.metadata.name));
+      await h.waitGone(paths.podboxes(ns, box.metadata.name));
+      // Their volume key is the standby's name.
+      await h.waitPVCs(box.status.podName, []);
+    }
+    await kube.delete(paths.podboxes(ns, "keeper"));
+    await h.waitGone(paths.podboxes(ns, "keeper"));
+    const kept = (await kube.get(paths.pvcs(ns, keeper.status.workspacePVCName))).body;
+    expect(kept.metadata.ownerReferences).toBeUndefined();
   });
 
   it("deleted while the module is down: the finalizer holds it until the module cleans up", async () => {

@@ -51,7 +51,12 @@ export function inNamespace(kube: Kube, ns: string) {
   return {
     createBox: (name: string, spec: object) =>
       kube.mustCreate(paths.podboxes(ns), podBox(name, spec)),
-    patchBox: (name: string, spec: object) => kube.mergePatch(box(name), { spec }),
+    /** Patches the box's spec; throws with the API server's message when it refuses. */
+    patchBox: async (name: string, spec: object) => {
+      const r = await kube.mergePatch(box(name), { spec });
+      if (r.status !== 200) throw new Error(`patch ${name}: ${r.status} ${r.body.message}`);
+      return r;
+    },
     /** Waits until the box's status says `phase` (and, when given, `reason`) for its current generation. */
     waitPhase: (name: string, phase: string, reason?: string, timeoutMs?: number) =>
       kube.waitFor(

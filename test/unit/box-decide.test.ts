@@ -746,6 +746,56 @@ describe("decideBox: a claimed warm standby", () => {
     ).toEqual(["pool-x1-rootfs-g1", "pool-x1-workspace"]);
   });
 
+  // Before the claim's finish (lost to a restart, or failed), a pool removes a standby's PVCs once
+  // their Pod is gone: a pause or an ending takes them over before it deletes the Pod.
+  it("paused before its PVCs were handed over: takes them over, then deletes the Pod", () => {
+    const p = decideBox(
+      obs({
+        spec: { warmPoolRef: "pool", desiredState: "Paused" },
+        status: claimedStatus,
+        pvcs: claimedPVCs("pool"),
+        pods: [claimedPod],
+      }),
+    );
+    expect(types(p)).toEqual([
+      "adoptPVC pool-x1-workspace",
+      "adoptPVC pool-x1-rootfs-g1",
+      "deletePod pool-x1",
+    ]);
+  });
+
+  it("ended before its PVCs were handed over: takes them over first, then keeps or deletes them", () => {
+    const ending = (spec: object, deleting = false) =>
+      types(
+        decideBox(
+          obs({
+            spec: { warmPoolRef: "pool", ...spec },
+            status: claimedStatus,
+            pvcs: claimedPVCs("pool"),
+            pods: [claimedPod],
+            deleting,
+          }),
+        ),
+      );
+    const adopt = ["adoptPVC pool-x1-workspace", "adoptPVC pool-x1-rootfs-g1"];
+    expect(ending({ desiredState: "Terminated", volumeReclaimPolicy: "Retain" })).toEqual([
+      ...adopt,
+      "deletePod pool-x1",
+    ]);
+    expect(ending({ volumeReclaimPolicy: "Retain" }, true)).toEqual([
+      ...adopt,
+      "deletePod pool-x1",
+      "orphanPVC pool-x1-workspace",
+      "orphanPVC pool-x1-rootfs-g1",
+    ]);
+    expect(ending({ desiredState: "Terminated" })).toEqual([
+      ...adopt,
+      "deletePod pool-x1",
+      "deletePVC pool-x1-workspace",
+      "deletePVC pool-x1-rootfs-g1",
+    ]);
+  });
+
   it("writes nothing after the claim: the claim's own status is what it decides", () => {
     const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1", generation: 4 } };
     const written = statusOfClaim(box, STANDBY, 0, EARLIER);
