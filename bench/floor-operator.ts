@@ -38,7 +38,7 @@ async function main() {
         const status = await kube.request(
           "PATCH",
           `${paths.podboxes(ns, name)}/status`,
-          { status: claimedStatus(box, standby, 0, now) },
+          { status: claimedStatus(box, standby, undefined, now) },
           "application/merge-patch+json",
         );
         if (status.status >= 300) throw new Error(`status of ${name}: HTTP ${status.status}`);

@@ -73,6 +73,10 @@ export const podBoxStatusSchema = z.object({
   rootfsPVCName: z.string().optional(),
   workspacePVCName: z.string().optional(),
   rootfsGeneration: z.int().min(1).optional(),
+  templateName: z.string().optional().meta({
+    description:
+      "The PodTemplate the box was last built from; a box of a pool uses it once the pool is gone.",
+  }),
   // A plain string in the CRD: a newer operator may add reasons without a CRD upgrade first.
   reason: (z.string() as unknown as z.ZodType<PodBoxReason>).optional(),
   message: z.string().optional(),

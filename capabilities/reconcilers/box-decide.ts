@@ -491,6 +491,7 @@ function plan(
     rootfsPVCName: out.rootfsPVCName,
     workspacePVCName: out.workspacePVCName,
     rootfsGeneration: out.rootfsGeneration,
+    templateName: o.template?.name ?? prev.templateName,
     reason: out.reason,
     message: out.message,
     lastActivityAt:

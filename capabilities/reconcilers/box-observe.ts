@@ -55,7 +55,7 @@ export async function observeBox(
       fromCache,
     });
   const [template, pods, pvcs, kept, parent] = await Promise.all([
-    getTemplate(namespace, spec.templateRef, spec.warmPoolRef),
+    getTemplate(namespace, spec.templateRef, spec.warmPoolRef, status.templateName),
     listObjects<kind.Pod>(paths.pods(namespace), `${LABEL_BOX}=${name}`, { fromCache }),
     pvcsWithLabel(LABEL_BOX, name),
     spec.volumeKey ? pvcsWithLabel(LABEL_VOLUME_KEY, spec.volumeKey) : undefined,
@@ -94,15 +94,20 @@ export async function observeBox(
   };
 }
 
+/**
+ * The box's template: its own, else its pool's, else (the pool gone) the one it was last built
+ * from, so that a claimed box outlives its pool.
+ */
 async function getTemplate(
   namespace: string,
   templateRef: string | undefined,
   warmPoolRef: string | undefined,
+  lastBuiltFrom: string | undefined,
 ): Promise<TemplateRef | undefined> {
   let name = templateRef;
   if (!name && warmPoolRef) {
     const pool = await getObject<PodWarmPool>(paths.podWarmPools(namespace, warmPoolRef));
-    name = pool?.spec?.templateRef;
+    name = pool?.spec?.templateRef ?? lastBuiltFrom;
   }
   if (!name) return undefined;
   const tpl = await getObject<CubePodTemplate>(paths.podTemplates(namespace, name));

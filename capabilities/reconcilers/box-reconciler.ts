@@ -53,7 +53,7 @@ const claimFinishes = new QuietSink<string>(
   },
   {
     quietMs: Number(process.env.CUBEPOD_CLAIM_FINISH_QUIET_MS ?? 100),
-    maxDelayMs: Number(process.env.CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS ?? 2000),
+    maxDelayMs: Number(process.env.CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS ?? 5000),
     concurrency: 8,
     // Never dropped: a finish that never ran would leave the claim unfinished until an event.
     capacity: Number.POSITIVE_INFINITY,
@@ -219,7 +219,7 @@ function nameTaken(action: BoxAction): NameConflict | undefined {
 /**
  * The warm claim: true when the box now runs on a standby. Its urgent part is two writes, the
  * standby's Pod and then the box status, with no read. The rest ({@link finishClaim}) waits until
- * claims are quiet, at most 2 s, and runs before anything else the box's lane does. Until then
+ * claims are quiet, at most 5 s, and runs before anything else the box's lane does. Until then
  * the box is safe without it: deleting the box takes the standby's Pod, and the pool removes the
  * PVCs it leaves; deleting the pool leaves the PVCs, which the claimed Pod also owns; a restart
  * reconciles every box, which finishes the claim from what it reads. Only a box whose volumes
@@ -238,7 +238,7 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   replenishSoon(poolKey);
   if (!standby) return false;
   const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-  const status = claimedStatus(box, standby, current?.envdPort ?? 0, now);
+  const status = claimedStatus(box, standby, current, now);
   await ownWrites.during(key, () => writeStatus(box, status));
   claimDuration.observe((performance.now() - since) / 1000);
   countTransition("WarmPoolClaimed", { namespace, pool });

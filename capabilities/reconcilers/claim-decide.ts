@@ -4,6 +4,7 @@ import type { PodBoxStatus } from "../api/podbox";
 import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { controllerRef } from "../manifests/owner";
 import type { Standby } from "./standby-index";
+import type { PoolTemplate } from "./pool-reconciler";
 
 /*
  * The pure half of a warm claim (which box may claim, the write that claims, the status it gets);
@@ -49,11 +50,14 @@ export function mayClaim(box: PodBox): boolean {
   );
 }
 
-/** The status of a box that has just claimed a standby: Running at once, on the standby's IP. */
+/**
+ * The status of a box that has just claimed a standby: Running at once, on the standby's IP.
+ * `template` is the pool's, as its last reconcile saw it (unknown before that).
+ */
 export function claimedStatus(
   box: PodBox,
   s: Standby,
-  envdPort: number,
+  template: PoolTemplate | undefined,
   now: string,
 ): PodBoxStatus {
   const message = `claimed warm standby ${s.name} of PodWarmPool ${s.pool}`;
@@ -61,10 +65,11 @@ export function claimedStatus(
     phase: "Running",
     podName: s.name,
     podIP: s.podIP,
-    poddURL: `http://${s.podIP}:${envdPort || DEFAULT_ENVD_PORT}`,
+    poddURL: `http://${s.podIP}:${template?.envdPort || DEFAULT_ENVD_PORT}`,
     rootfsPVCName: s.rootfsPVCName,
     workspacePVCName: s.workspacePVCName,
     rootfsGeneration: 1,
+    ...(template ? { templateName: template.name } : {}),
     reason: "WarmPoolClaimed",
     message,
     lastActivityAt: now,

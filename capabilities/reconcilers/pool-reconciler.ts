@@ -21,8 +21,14 @@ import { OwnWrites } from "./own-writes";
 import { KeyedQueue, WorkResult } from "./queue";
 import { objectKey } from "./keys";
 
-/** The current template hash of each pool, for claims to prefer standbys that are not stale. */
-export const poolHashes = new Map<string, { hash: string; envdPort: number }>();
+/** What a claim needs of a pool's template: its name and envd port. */
+export type PoolTemplate = { name: string; envdPort: number };
+
+/**
+ * The current template of each pool and its hash, for claims to prefer standbys that are not
+ * stale.
+ */
+export const poolHashes = new Map<string, PoolTemplate & { hash: string }>();
 
 /** Reads a pool, its template and its standbys (Pods and PVCs by the pool label). */
 export async function observePool(pool: PodWarmPool, now = new Date()): Promise<PoolObservation> {
@@ -122,7 +128,8 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
   try {
     const o = await observePool(pool);
     if (o.templateHash && o.template) {
-      poolHashes.set(key, { hash: o.templateHash, envdPort: o.template.spec.envdPort });
+      const { name, spec } = o.template;
+      poolHashes.set(key, { hash: o.templateHash, name, envdPort: spec.envdPort });
     }
     const plan = decidePool(o);
     const writeStatus = (status: PodWarmPoolStatus) =>

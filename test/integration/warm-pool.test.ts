@@ -209,7 +209,14 @@ describe("PodWarmPool, observed in the API server", () => {
     for (const pvc of [box.status.rootfsPVCName, box.status.workspacePVCName]) {
       expect((await get(paths.pvcs(ns, pvc))).metadata.deletionTimestamp).toBeUndefined();
     }
-    expect((await get(paths.podboxes(ns, "keeper"))).status.phase).toBe("Running");
+    const kept = await get(paths.podboxes(ns, "keeper"));
+    expect(kept.status).toMatchObject({ phase: "Running", templateName: "python" });
+    // It outlives its pool: paused and resumed, its Pod is made from the template it recorded.
+    await h.patchBox("keeper", { desiredState: "Paused" });
+    await h.waitPhase("keeper", "Paused");
+    await h.patchBox("keeper", { desiredState: "Running" });
+    const resumed = await h.waitPhase("keeper", "Running", "Resumed");
+    expect(resumed.status.workspacePVCName).toBe(box.status.workspacePVCName);
   });
 
   it("a pool deleted straight after a claim leaves the claimed standby's PVCs to the box", async () => {

@@ -248,6 +248,20 @@ describe("decideBox: template and volumes", () => {
     });
   });
 
+  it("records the template it builds from, and keeps that record while the template is gone", () => {
+    const started = decideBox(obs({ spec: { templateRef: undefined, warmPoolRef: "pool" } }));
+    expect(started.status.templateName).toBe("python");
+    const kept = decideBox(
+      obs({
+        template: null,
+        pvcs: VOLUMES,
+        pods: [pod()],
+        status: { ...running(), templateName: "older" },
+      }),
+    );
+    expect(kept.status.templateName).toBe("older");
+  });
+
   it("starts once the template appears", () => {
     const waiting = decideBox(obs({ template: null })).status;
     const p = decideBox(obs({ status: waiting }));
@@ -798,7 +812,8 @@ describe("decideBox: a claimed warm standby", () => {
 
   it("writes nothing after the claim: the claim's own status is what it decides", () => {
     const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1", generation: 4 } };
-    const written = statusOfClaim(box, STANDBY, 0, EARLIER);
+    const written = statusOfClaim(box, STANDBY, { name: "python", envdPort: 49983 }, EARLIER);
+    expect(written.templateName).toBe("python");
     for (const owner of ["pool", "this"] as const) {
       const p = decideBox(
         obs({
