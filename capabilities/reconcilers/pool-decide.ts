@@ -59,8 +59,8 @@ const isLive = (s: ObservedStandby) => !s.pod?.deleting && s.pvcs.every(p => !p.
  * Decides what a warm pool needs: standbys created up to `spec.replicas`, excess ones removed
  * (unready first), stale ones (another template hash) replaced one at a time, a new one first, so
  * that the pool never empties at once. A standby's PVCs are owned by its Pod as well as by the
- * pool (`podOwnerRef`, owner.ts). A standby that lost its Pod is removed, never given a new Pod: its
- * Pod may have been claimed by a box that was deleted before it took the PVCs over, and what
+ * pool (`podOwnerRef`, owner.ts). A standby that lost its Pod is removed, never given a new Pod:
+ * its Pod may have been claimed by a box that was deleted before it took the PVCs over, and what
  * that box wrote must not reach the next one. Pure.
  */
 export function decidePool(o: PoolObservation): PoolPlan {
