@@ -25,7 +25,7 @@ import type { BoxAction, BoxPlan, NameConflict } from "./box-types";
 import type { V1ObjectMeta } from "@kubernetes/client-node";
 import { getObject, paths } from "../client/resources";
 import { isControlledBy } from "../manifests/owner";
-import { poolHashes, replenishSoon } from "./pool-reconciler";
+import { poolTemplates, replenishSoon } from "./pool-reconciler";
 import { KeyedQueue, WorkResult } from "./queue";
 import { Standby, StandbyIndex } from "./standby-index";
 import { OwnWrites } from "./own-writes";
@@ -46,11 +46,7 @@ const afterClaim = new Map<string, { box: PodBox; standby: Standby }>();
 const finishDue = new Set<string>();
 /** The claims' finishes, written once claims are quiet (see {@link QuietSink}). */
 const claimFinishes = new QuietSink<string>(
-  async key => {
-    if (!afterClaim.has(key)) return;
-    finishDue.add(key);
-    boxQueue.add(key);
-  },
+  async key => finishNow(key),
   {
     quietMs: Number(process.env.CUBEPOD_CLAIM_FINISH_QUIET_MS ?? 100),
     maxDelayMs: Number(process.env.CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS ?? 5000),
@@ -230,7 +226,7 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   const namespace = box.metadata!.namespace!;
   const pool = box.spec!.warmPoolRef!;
   const poolKey = objectKey(namespace, pool);
-  const current = poolHashes.get(poolKey);
+  const current = poolTemplates.get(poolKey);
   claiming.add(box.metadata!.uid!);
   // Writes that can wait do so until claims are quiet: one written now would slow the next claim.
   claimClock.started();
@@ -244,10 +240,8 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   countTransition("WarmPoolClaimed", { namespace, pool });
   afterClaim.set(key, { box, standby });
   // A box that keeps its volumes needs its finalizer before anyone deletes it: at once.
-  if (box.spec!.volumeReclaimPolicy === "Retain") {
-    finishDue.add(key);
-    boxQueue.add(key);
-  } else claimFinishes.record(key);
+  if (box.spec!.volumeReclaimPolicy === "Retain") finishNow(key);
+  else claimFinishes.record(key);
   return true;
 }
 
@@ -310,6 +304,13 @@ export function enqueueBox(box: PodBox): void {
       reconcileBoxSoon(key);
     }
   });
+}
+
+/** Queues the finish of a claim still unfinished, and nothing more (see {@link finishDue}). */
+function finishNow(key: string): void {
+  if (!afterClaim.has(key)) return;
+  finishDue.add(key);
+  boxQueue.add(key);
 }
 
 /** Asks for a full reconcile of the box: something about it changed. */

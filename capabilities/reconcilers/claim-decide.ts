@@ -4,7 +4,6 @@ import type { PodBoxStatus } from "../api/podbox";
 import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { controllerRef } from "../manifests/owner";
 import type { Standby } from "./standby-index";
-import type { PoolTemplate } from "./pool-reconciler";
 
 /*
  * The pure half of a warm claim (which box may claim, the write that claims, the status it gets);
@@ -49,6 +48,9 @@ export function mayClaim(box: PodBox): boolean {
       !(box.metadata?.finalizers ?? []).includes(FINALIZER),
   );
 }
+
+/** What a claim needs of its pool's template: its name and envd port. */
+export type PoolTemplate = { name: string; envdPort: number };
 
 /**
  * The status of a box that has just claimed a standby: Running at once, on the standby's IP.

@@ -12,6 +12,7 @@ import {
   LABEL_VOLUME_KEY,
 } from "../manifests/labels";
 import { templateHash } from "../manifests/template-hash";
+import type { PoolTemplate } from "./claim-decide";
 import { reconcileDuration } from "../metrics/registry";
 import { applyAction, writeStatusAt } from "./box-apply";
 import { describeError, NamespaceTerminatingError } from "./errors";
@@ -21,14 +22,11 @@ import { OwnWrites } from "./own-writes";
 import { KeyedQueue, WorkResult } from "./queue";
 import { objectKey } from "./keys";
 
-/** What a claim needs of a pool's template: its name and envd port. */
-export type PoolTemplate = { name: string; envdPort: number };
-
 /**
  * The current template of each pool and its hash, for claims to prefer standbys that are not
  * stale.
  */
-export const poolHashes = new Map<string, PoolTemplate & { hash: string }>();
+export const poolTemplates = new Map<string, PoolTemplate & { hash: string }>();
 
 /** Reads a pool, its template and its standbys (Pods and PVCs by the pool label). */
 export async function observePool(pool: PodWarmPool, now = new Date()): Promise<PoolObservation> {
@@ -120,7 +118,7 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
   const [namespace, name] = key.split("/");
   const pool = await getObject<PodWarmPool>(paths.podWarmPools(namespace, name));
   if (!pool || pool.metadata?.deletionTimestamp) {
-    poolHashes.delete(key);
+    poolTemplates.delete(key);
     poolWrites.forget(key);
     return;
   }
@@ -129,7 +127,7 @@ export async function reconcilePool(key: string): Promise<WorkResult> {
     const o = await observePool(pool);
     if (o.templateHash && o.template) {
       const { name, spec } = o.template;
-      poolHashes.set(key, { hash: o.templateHash, name, envdPort: spec.envdPort });
+      poolTemplates.set(key, { hash: o.templateHash, name, envdPort: spec.envdPort });
     }
     const plan = decidePool(o);
     const writeStatus = (status: PodWarmPoolStatus) =>
