@@ -30,6 +30,14 @@ export const warmClaims = new Counter({
   labelNames: ["namespace", "pool"],
   registers: [registry],
 });
+export const claimIndexMisses = new Counter({
+  name: "cubepod_claim_index_misses_total",
+  help:
+    "Warm claims that found no ready standby in the watch-fed index and read the pool; " +
+    "found: whether the read had one (the index lagged) or not (the pool was empty)",
+  labelNames: ["found"],
+  registers: [registry],
+});
 export const coldStarts = new Counter({
   name: "cubepod_cold_starts_total",
   help: "PodBoxes started on new volumes (no standby)",

@@ -3,6 +3,7 @@ import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import { listObjects, paths } from "../client/resources";
 import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
 import { enqueueBox, enqueueBoxOfPod, reconcileBoxSoon, standbyIndex } from "./box-reconciler";
+import { standbyWatchLags } from "./failpoint";
 import { objectKey } from "./keys";
 import { enqueuePool, poolQueue, replenishSoon } from "./pool-reconciler";
 import { reaperPass } from "./runtime";
@@ -42,13 +43,13 @@ export async function onPoolChange(pool: PodWarmPool): Promise<void> {
 
 /** Watch of standby Pods: the index of ready standbys follows them; their pool looks again soon. */
 export async function onStandbyPod(pod: a.Pod): Promise<void> {
-  standbyIndex.observe(pod);
+  if (!standbyWatchLags) standbyIndex.observe(pod);
   wakePool(pod);
 }
 
 /** A standby Pod deleted, or claimed (it left the pool's label selection). */
 export async function onStandbyPodGone(pod: a.Pod): Promise<void> {
-  standbyIndex.observe(pod, true);
+  if (!standbyWatchLags) standbyIndex.observe(pod, true);
   wakePool(pod);
 }
 

@@ -16,3 +16,10 @@ export async function failpoint(action: string): Promise<void> {
     await new Promise(() => undefined);
   }
 }
+
+/**
+ * With `CUBEPOD_FAILPOINT=standby-watch-lags`, the index of ready standbys never hears from its
+ * watch, as if every standby's event arrived after the box that claims it: claims must find their
+ * standby by their own read.
+ */
+export const standbyWatchLags = spec === "standby-watch-lags";

@@ -22,9 +22,30 @@ export type Standby = {
  */
 export class StandbyIndex {
   readonly #pools = new Map<string, Map<string, Standby>>();
+  /** Standbys handed to a claim, by key, at the resourceVersion they were taken at. */
+  readonly #taken = new Map<string, string>();
 
   /** Records a watch event of a pool Pod (added, modified or deleted). */
   observe(pod: V1Pod, deleted = false): void {
+    this.#taken.delete(`${pod.metadata?.name}@${pod.metadata?.namespace}`);
+    this.#record(pod, deleted);
+  }
+
+  /**
+   * Records a pool's Pods as a read found them, for a claim that found none ready here: the
+   * watch feeding the index may lag the read by a few milliseconds. A standby taken by a claim
+   * still in flight is left out while it is at the version it was taken at (the read may predate
+   * the claim's write); the claim's own watch event settles it.
+   */
+  refresh(pods: V1Pod[]): void {
+    for (const pod of pods) {
+      const key = `${pod.metadata?.name}@${pod.metadata?.namespace}`;
+      const taken = this.#taken.get(key);
+      if (taken === undefined || taken !== pod.metadata?.resourceVersion) this.#record(pod);
+    }
+  }
+
+  #record(pod: V1Pod, deleted = false): void {
     const meta = pod.metadata ?? {};
     const ns = meta.namespace ?? "";
     const name = meta.name ?? "";
@@ -60,6 +81,7 @@ export class StandbyIndex {
     for (const [k, s] of members) {
       if (templateHash !== undefined && s.templateHash !== templateHash) continue;
       members.delete(k);
+      this.#taken.set(k, s.resourceVersion);
       return s;
     }
     return undefined;

@@ -163,6 +163,42 @@ describe("a namespace being deleted", () => {
   });
 });
 
+describe("a standby watch that lags the boxes", () => {
+  it("a claim that finds no standby in the index reads the pool before it starts cold", async () => {
+    // The index never hears from its watch: every claim must find its standby by its own read.
+    restartModule("standby-watch-lags");
+    try {
+      await kube.mustCreate(paths.podwarmpools(ns), {
+        apiVersion: "pod.cubeplex.ai/v1alpha1",
+        kind: "PodWarmPool",
+        metadata: { name: "lagging" },
+        spec: { templateRef: "python", replicas: 2 },
+      });
+      await kube.waitFor(paths.podwarmpools(ns, "lagging"), o => o?.status?.readyReplicas === 2);
+      await h.createBox("first", { warmPoolRef: "lagging" });
+      const first = await h.waitPhase("first", "Running", "WarmPoolClaimed");
+      await h.createBox("second", { warmPoolRef: "lagging" });
+      const second = await h.waitPhase("second", "Running", "WarmPoolClaimed");
+      expect(second.status.podName).not.toBe(first.status.podName);
+      // Both taken: the read finds none ready, and the third starts cold.
+      await h.createBox("third", { warmPoolRef: "lagging" });
+      await h.waitPhase("third", "Running", "Started");
+      expect(await h.podsOf("third")).toEqual(["third"]);
+      // The module started fresh for this test: its counter holds these three reads alone.
+      const metrics = await (await fetch("http://127.0.0.1:8081/metrics")).text();
+      expect(metrics).toContain('cubepod_claim_index_misses_total{found="standby"} 2\n');
+      expect(metrics).toContain('cubepod_claim_index_misses_total{found="none"} 1\n');
+    } finally {
+      restartModule();
+    }
+    await kube.delete(paths.podwarmpools(ns, "lagging"));
+    for (const name of ["first", "second", "third"]) {
+      await kube.delete(paths.podboxes(ns, name));
+      await h.waitGone(paths.podboxes(ns, name));
+    }
+  });
+});
+
 describe("restart safety: the module stopped in the middle of a transition", () => {
   it("after the PVCs, before the Pod: converges to one Pod on the two PVCs", async () => {
     restartModule("createPVC:2");

@@ -75,6 +75,7 @@ describe("metrics and health on :8081 (plain HTTP)", () => {
       "cubepod_warmpool_ready",
       "cubepod_warm_claims_total",
       "cubepod_cold_starts_total",
+      "cubepod_claim_index_misses_total",
       "cubepod_forks_total",
       "cubepod_rootfs_resets_total",
       "cubepod_idle_pauses_total",

@@ -69,6 +69,28 @@ describe("StandbyIndex", () => {
     expect(index.take("ns", "pool", "h0")?.name).toBe("old");
   });
 
+  it("takes in a read's ready standbys, but not one a claim took at the version read", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("a"));
+    expect(index.take("ns", "pool")?.name).toBe("a");
+    // The read predates the claim's write: "a" is still ready at the version it was taken at.
+    index.refresh([pod("a"), pod("b", { ready: false }), pod("c")]);
+    expect(index.take("ns", "pool")?.name).toBe("c");
+    expect(index.take("ns", "pool")).toBeUndefined();
+    // Changed since (the claim failed, the Pod is the pool's again): it can be taken again.
+    index.refresh([pod("a", { rv: "2" })]);
+    expect(index.take("ns", "pool")?.name).toBe("a");
+  });
+
+  it("believes its watch over what it handed out", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("a"));
+    index.take("ns", "pool");
+    // A watch that restarts replays the Pod as added: the index follows its watch, as before.
+    index.observe(pod("a"));
+    expect(index.take("ns", "pool")?.name).toBe("a");
+  });
+
   it("counts ready standbys per pool", () => {
     const index = new StandbyIndex();
     index.observe(pod("a"));
