@@ -159,12 +159,15 @@ export const poolQueue = new KeyedQueue(reconcilePool, {
 
 /**
  * After claims (taken or found the pool empty) and standby events, the pool is replenished once
- * they have been quiet for a moment, and at the latest a few seconds after the first: a burst of
- * claims is not slowed by standby creation competing for the API server, and the standbys made
- * during a burst do not go to its last boxes at random (the burst's split stays what the pool had).
+ * they have been quiet for a moment, and at the latest 2 s after the first: a burst of claims is
+ * not slowed by standby creation competing for the API server, and the standbys made during a
+ * burst do not go to its last boxes at random (the burst's split stays what the pool had). Under
+ * a steady stream the quiet never comes, so a pool of N refills N per max delay: at 5 s, a pool
+ * of 25 served 5 claims/s and started the rest cold (8 claims/s: 90 of 240 cold; at 2 s, none;
+ * bench/results/experiments/2026-11-30-replenish-max-delay/).
  */
 export const REPLENISH_DELAY_MS = Number(process.env.CUBEPOD_REPLENISH_DELAY_MS ?? 1000);
-const REPLENISH_MAX_DELAY_MS = Number(process.env.CUBEPOD_REPLENISH_MAX_DELAY_MS ?? 5000);
+const REPLENISH_MAX_DELAY_MS = Number(process.env.CUBEPOD_REPLENISH_MAX_DELAY_MS ?? 2000);
 
 /** Asks for the pool's reconcile once claims and standby events for it have gone quiet. */
 export function replenishSoon(poolKey: string): void {
