@@ -17,6 +17,17 @@ afterAll(async () => {
   kube.close();
 });
 
+/** Creates a pool of the "python" template and waits until its standbys are all ready. */
+async function readyPool(name: string, replicas: number) {
+  await kube.mustCreate(paths.podwarmpools(ns), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name },
+    spec: { templateRef: "python", replicas },
+  });
+  await kube.waitFor(paths.podwarmpools(ns, name), o => o?.status?.readyReplicas === replicas);
+}
+
 /** Restarts the module as a crash would (SIGKILL, webhooks left registered), with a failpoint. */
 function restartModule(failpoint?: string) {
   cluster("module", "kill");
@@ -168,13 +179,7 @@ describe("a standby watch that lags the boxes", () => {
     // The index never hears from its watch: every claim must find its standby by its own read.
     restartModule("standby-watch-lags");
     try {
-      await kube.mustCreate(paths.podwarmpools(ns), {
-        apiVersion: "pod.cubeplex.ai/v1alpha1",
-        kind: "PodWarmPool",
-        metadata: { name: "lagging" },
-        spec: { templateRef: "python", replicas: 2 },
-      });
-      await kube.waitFor(paths.podwarmpools(ns, "lagging"), o => o?.status?.readyReplicas === 2);
+      await readyPool("lagging", 2);
       await h.createBox("first", { warmPoolRef: "lagging" });
       const first = await h.waitPhase("first", "Running", "WarmPoolClaimed");
       await h.createBox("second", { warmPoolRef: "lagging" });
@@ -249,13 +254,7 @@ describe("restart safety: the module stopped in the middle of a transition", () 
       CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS: "60000",
     };
     clusterWithEnv(slow, "module", "start");
-    await kube.mustCreate(paths.podwarmpools(ns), {
-      apiVersion: "pod.cubeplex.ai/v1alpha1",
-      kind: "PodWarmPool",
-      metadata: { name: "unfinished" },
-      spec: { templateRef: "python", replicas: 3 },
-    });
-    await kube.waitFor(paths.podwarmpools(ns, "unfinished"), o => o?.status?.readyReplicas === 3);
+    await readyPool("unfinished", 3);
     const claim = async (name: string, spec: object = {}) => {
       await h.createBox(name, { warmPoolRef: "unfinished", ...spec });
       return (await h.waitPhase(name, "Running", "WarmPoolClaimed")) as Obj;
