@@ -39,7 +39,7 @@ export async function claimStandby(
     let s = index.take(namespace, pool, templateHash);
     if (!s && !confirmed) {
       confirmed = true;
-      index.refresh(await poolPods(namespace, pool));
+      index.refresh(namespace, pool, await poolPods(namespace, pool));
       s = index.take(namespace, pool, templateHash);
       claimIndexMisses.inc({ found: s ? "standby" : "none" });
     }

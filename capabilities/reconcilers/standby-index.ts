@@ -2,6 +2,9 @@ import type { V1Pod } from "@kubernetes/client-node";
 import { LABEL_POOL, LABEL_TEMPLATE_HASH } from "../manifests/labels";
 import { objectKey } from "./keys";
 
+/** A pool Pod's key in the index. */
+const keyOf = (pod: V1Pod) => `${pod.metadata?.name}@${pod.metadata?.namespace}`;
+
 /** A ready standby as the claim path needs it. */
 export type Standby = {
   namespace: string;
@@ -22,12 +25,12 @@ export type Standby = {
  */
 export class StandbyIndex {
   readonly #pools = new Map<string, Map<string, Standby>>();
-  /** Standbys handed to a claim, by key, at the resourceVersion they were taken at. */
-  readonly #taken = new Map<string, string>();
+  /** Standbys handed to a claim, by key: their pool's key and the version they were taken at. */
+  readonly #taken = new Map<string, { pool: string; resourceVersion: string }>();
 
   /** Records a watch event of a pool Pod (added, modified or deleted). */
   observe(pod: V1Pod, deleted = false): void {
-    this.#taken.delete(`${pod.metadata?.name}@${pod.metadata?.namespace}`);
+    this.#taken.delete(keyOf(pod));
     this.#record(pod, deleted);
   }
 
@@ -35,13 +38,18 @@ export class StandbyIndex {
    * Records a pool's Pods as a read found them, for a claim that found none ready here: the
    * watch feeding the index may lag the read by a few milliseconds. A standby taken by a claim
    * still in flight is left out while it is at the version it was taken at (the read may predate
-   * the claim's write); the claim's own watch event settles it.
+   * the claim's write); the claim's own watch event settles it. A taken standby the read no
+   * longer finds has left the pool: it is forgotten, should its watch event never come.
    */
-  refresh(pods: V1Pod[]): void {
+  refresh(namespace: string, pool: string, pods: V1Pod[]): void {
+    const listed = new Set(pods.map(keyOf));
+    for (const [key, t] of this.#taken) {
+      if (t.pool === objectKey(namespace, pool) && !listed.has(key)) this.#taken.delete(key);
+    }
     for (const pod of pods) {
-      const key = `${pod.metadata?.name}@${pod.metadata?.namespace}`;
-      const taken = this.#taken.get(key);
-      if (taken === undefined || taken !== pod.metadata?.resourceVersion) this.#record(pod);
+      if (this.#taken.get(keyOf(pod))?.resourceVersion !== pod.metadata?.resourceVersion) {
+        this.#record(pod);
+      }
     }
   }
 
@@ -51,7 +59,7 @@ export class StandbyIndex {
     const name = meta.name ?? "";
     const pool = meta.labels?.[LABEL_POOL];
     // The Pod's pool label may be gone (a claim took it): look in every pool.
-    for (const members of this.#pools.values()) members.delete(name + "@" + ns);
+    for (const members of this.#pools.values()) members.delete(keyOf(pod));
     if (deleted || !pool || meta.deletionTimestamp) return;
     const ready =
       pod.status?.phase === "Running" &&
@@ -61,7 +69,7 @@ export class StandbyIndex {
     const claim = (v: string) =>
       pod.spec?.volumes?.find(x => x.name === v)?.persistentVolumeClaim?.claimName ?? "";
     const members = this.#pools.get(objectKey(ns, pool)) ?? new Map<string, Standby>();
-    members.set(name + "@" + ns, {
+    members.set(keyOf(pod), {
       namespace: ns,
       pool,
       name,
@@ -81,7 +89,7 @@ export class StandbyIndex {
     for (const [k, s] of members) {
       if (templateHash !== undefined && s.templateHash !== templateHash) continue;
       members.delete(k);
-      this.#taken.set(k, s.resourceVersion);
+      this.#taken.set(k, { pool: objectKey(namespace, pool), resourceVersion: s.resourceVersion });
       return s;
     }
     return undefined;

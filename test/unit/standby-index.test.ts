@@ -74,12 +74,27 @@ describe("StandbyIndex", () => {
     index.observe(pod("a"));
     expect(index.take("ns", "pool")?.name).toBe("a");
     // The read predates the claim's write: "a" is still ready at the version it was taken at.
-    index.refresh([pod("a"), pod("b", { ready: false }), pod("c")]);
+    index.refresh("ns", "pool", [pod("a"), pod("b", { ready: false }), pod("c")]);
     expect(index.take("ns", "pool")?.name).toBe("c");
     expect(index.take("ns", "pool")).toBeUndefined();
     // Changed since (the claim failed, the Pod is the pool's again): it can be taken again.
-    index.refresh([pod("a", { rv: "2" })]);
+    index.refresh("ns", "pool", [pod("a", { rv: "2" })]);
     expect(index.take("ns", "pool")?.name).toBe("a");
+  });
+
+  it("forgets a taken standby that a read no longer finds in its pool", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("a"));
+    index.observe(pod("x", { pool: "other" }));
+    index.take("ns", "pool");
+    index.take("ns", "other");
+    // "a" left the pool (claimed) and its watch event never came; "x" is another pool's.
+    index.refresh("ns", "pool", []);
+    // Back in the pool at the version it was taken at (only a forgotten one can come back so).
+    index.refresh("ns", "pool", [pod("a")]);
+    expect(index.take("ns", "pool")?.name).toBe("a");
+    index.refresh("ns", "other", [pod("x", { pool: "other" })]);
+    expect(index.take("ns", "other")).toBeUndefined();
   });
 
   it("believes its watch over what it handed out", () => {
