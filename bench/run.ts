@@ -52,12 +52,22 @@ function watcher(kube: Kube, collection: string, predicate: (o: Obj) => boolean)
   };
 }
 
+/** The collection of a pool's Pods (its standbys), by their pool label. */
+const poolPods = (ns: string, pool: string) =>
+  `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`;
+
+/** Deletes a pool; its standbys go with it, and the next benchmark starts once they are gone. */
+async function deletePool(kube: Kube, ns: string, pool: string) {
+  await kube.delete(paths.podwarmpools(ns, pool));
+  await kube.waitForItems(poolPods(ns, pool), items => items.length === 0, 300_000);
+}
+
 /**
  * Follows the ready standby Pods of a pool from one list and a watch (the pool's status lags), so
  * that waiting for standbys between claims adds no requests of the benchmark's own.
  */
 function poolReadiness(kube: Kube, ns: string, pool: string) {
-  const query = `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`;
+  const query = poolPods(ns, pool);
   const ready = new Set<string>();
   let waiters: { n: number; resolve: () => void }[] = [];
   const see = (type: string, p: Obj) => {
@@ -246,13 +256,7 @@ async function benchWarm(kube: Kube, ns: string) {
     concurrency20: { ...stats(c20), claimed: warm20, ...split(c20Names, c20) },
     indexMisses: misses,
   };
-  await kube.delete(paths.podwarmpools(ns, pool));
-  // The pool's standbys go with it; the next benchmark starts once they are gone.
-  await kube.waitForItems(
-    `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`,
-    items => items.length === 0,
-    300_000,
-  );
+  await deletePool(kube, ns, pool);
 }
 
 /**
@@ -358,12 +362,7 @@ async function benchStream(kube: Kube, ns: string) {
     every125ms: await series("b", 125),
   };
   standbys.stop();
-  await kube.delete(paths.podwarmpools(ns, pool));
-  await kube.waitForItems(
-    `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`,
-    items => items.length === 0,
-    300_000,
-  );
+  await deletePool(kube, ns, pool);
 }
 
 /**
@@ -371,34 +370,13 @@ async function benchStream(kube: Kube, ns: string) {
  * Pod patch, status patch) was inside the API server at the same time as one of them.
  */
 function metOtherWrites(ns: string, boxes: Map<string, Obj>): Map<string, boolean> {
-  const writes = auditEvents(`"namespace":"${ns}"`, '"stage":"ResponseComplete"')
-    .filter(e => ["create", "update", "patch", "delete"].includes(e.verb))
-    .map(e => ({
-      e,
-      from: auditMs(e.requestReceivedTimestamp),
-      to: auditMs(e.stageTimestamp),
-    }));
+  const writes = auditWrites(ns);
   const met = new Map<string, boolean>();
-  for (const [name, box] of boxes) {
-    const pod = box.status?.podName;
-    const own = writes.filter(
-      ({ e }) =>
-        (e.objectRef?.resource === "podboxes" &&
-          e.objectRef?.name === name &&
-          (e.verb === "create" || e.objectRef?.subresource === "status")) ||
-        (e.objectRef?.resource === "pods" && e.objectRef?.name === pod && e.verb === "patch"),
-    );
-    // The claim's own: the box's create, then the first Pod patch and status patch after it.
-    const create = own.find(w => w.e.verb === "create");
-    if (!create || !pod) continue;
-    const later = own.filter(w => w.from >= create.from);
-    const podPatch = later.find(w => w.e.objectRef.resource === "pods");
-    const status = later.find(w => w.e.objectRef.subresource === "status");
-    if (!podPatch || !status) continue;
-    const mine = [create, podPatch, status];
+  for (const [name, mine] of claimWrites(writes, boxes)) {
+    const overlaps = (w: AuditWrite) => mine.some(m => w.from < m.to && m.from < w.to);
     met.set(
       name,
-      writes.some(w => !mine.includes(w) && mine.some(m => w.from < m.to && m.from < w.to)),
+      writes.some(w => !mine.includes(w) && overlaps(w)),
     );
   }
   return met;
@@ -543,9 +521,42 @@ const auditMs = (t: string) =>
  * operator's part is in the second.
  */
 function apiServerShare(ns: string, boxes: Map<string, Obj>) {
-  const inside = new Map<string, number>();
-  const first = new Map<string, number>();
-  for (const e of auditEvents(`"namespace":"${ns}"`, '"stage":"ResponseComplete"')) {
+  const writes = claimWrites(auditWrites(ns), boxes);
+  return (claims: [string, number][]) => {
+    const api: number[] = [];
+    const rest: number[] = [];
+    for (const [name, total] of claims) {
+      const mine = writes.get(name);
+      if (!mine) continue;
+      const sum = mine.reduce((t, w) => t + (w.to - w.from), 0);
+      api.push(sum);
+      rest.push(total - sum);
+    }
+    if (api.length === 0) return {};
+    const { p50, p95 } = stats(api);
+    return { insideApiServerP50: p50, insideApiServerP95: p95, restP50: stats(rest).p50 };
+  };
+}
+
+/** A write from the audit log: received by the API server at `from`, answered at `to` (ms). */
+type AuditWrite = { e: Obj; from: number; to: number };
+
+/** The writes in `ns` that the audit log holds. */
+function auditWrites(ns: string): AuditWrite[] {
+  return auditEvents(`"namespace":"${ns}"`, '"stage":"ResponseComplete"')
+    .filter(e => ["create", "update", "patch", "delete"].includes(e.verb))
+    .map(e => ({ e, from: auditMs(e.requestReceivedTimestamp), to: auditMs(e.stageTimestamp) }));
+}
+
+/**
+ * Each claimed box's own three writes, for the boxes the log has all three of: the client's
+ * create, the module's conditional patch of the standby Pod, and the module's status patch. Each
+ * is the first of its kind: the claim's own come before any later change of the box.
+ */
+function claimWrites(writes: AuditWrite[], boxes: Map<string, Obj>): Map<string, AuditWrite[]> {
+  const first = new Map<string, AuditWrite>();
+  for (const w of writes) {
+    const { e } = w;
     const o = e.objectRef ?? {};
     const ours = e.userAgent === "cubepod";
     const key =
@@ -556,26 +567,15 @@ function apiServerShare(ns: string, boxes: Map<string, Obj>) {
           : o.resource === "pods" && !o.subresource && e.verb === "patch" && ours
             ? `pod/${o.name}`
             : undefined;
-    // The first of each: the claim's own writes come before any later change of the box.
-    if (!key || first.has(key)) continue;
-    first.set(key, 1);
-    inside.set(key, auditMs(e.stageTimestamp) - auditMs(e.requestReceivedTimestamp));
+    if (key && !first.has(key)) first.set(key, w);
   }
-  return (claims: [string, number][]) => {
-    const api: number[] = [];
-    const rest: number[] = [];
-    for (const [name, total] of claims) {
-      const podName = boxes.get(name)?.status?.podName;
-      const parts = [`create/${name}`, `pod/${podName}`, `status/${name}`].map(k => inside.get(k));
-      if (parts.some(p => p === undefined)) continue;
-      const sum = parts.reduce((a, b) => a! + b!, 0)!;
-      api.push(sum);
-      rest.push(total - sum);
-    }
-    if (api.length === 0) return {};
-    const { p50, p95 } = stats(api);
-    return { insideApiServerP50: p50, insideApiServerP95: p95, restP50: stats(rest).p50 };
-  };
+  const claims = new Map<string, AuditWrite[]>();
+  for (const [name, box] of boxes) {
+    const keys = [`create/${name}`, `pod/${box.status?.podName}`, `status/${name}`];
+    const mine = keys.map(k => first.get(k));
+    if (mine.every(w => w !== undefined)) claims.set(name, mine as AuditWrite[]);
+  }
+  return claims;
 }
 
 /** Resolves once `running` boxes are Running and `paused` Paused, from one list and a watch. */

@@ -43,8 +43,9 @@ export class StandbyIndex {
    */
   refresh(namespace: string, pool: string, pods: V1Pod[]): void {
     const listed = new Set(pods.map(keyOf));
+    const poolKey = objectKey(namespace, pool);
     for (const [key, t] of this.#taken) {
-      if (t.pool === objectKey(namespace, pool) && !listed.has(key)) this.#taken.delete(key);
+      if (t.pool === poolKey && !listed.has(key)) this.#taken.delete(key);
     }
     for (const pod of pods) {
       if (this.#taken.get(keyOf(pod))?.resourceVersion !== pod.metadata?.resourceVersion) {
