@@ -228,14 +228,18 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   const poolKey = objectKey(namespace, pool);
   const current = poolTemplates.get(poolKey);
   claiming.add(box.metadata!.uid!);
-  // Writes that can wait do so until claims are quiet: one written now would slow the next claim.
-  claimClock.started();
-  const standby = await claimStandby(box, standbyIndex, current?.hash, ownPodWrites);
+  // Writes that can wait do so until claims are quiet (one written now would slow the next
+  // claim), and a pool's refill writes wait while one is in flight.
+  const standby = await claimClock.during(async () => {
+    const s = await claimStandby(box, standbyIndex, current?.hash, ownPodWrites);
+    if (!s) return undefined;
+    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
+    const status = claimedStatus(box, s, current, now);
+    await ownWrites.during(key, () => writeStatus(box, status));
+    return s;
+  });
   replenishSoon(poolKey);
   if (!standby) return false;
-  const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-  const status = claimedStatus(box, standby, current, now);
-  await ownWrites.during(key, () => writeStatus(box, status));
   claimDuration.observe((performance.now() - since) / 1000);
   countTransition("WarmPoolClaimed", { namespace, pool });
   afterClaim.set(key, { box, standby });

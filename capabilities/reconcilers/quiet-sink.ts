@@ -27,15 +27,56 @@ export function quietDelay(
   return Math.max(0, Math.min(untilQuiet, untilDeadline));
 }
 
-/** When the last warm claim started: what every {@link QuietSink} waits on. */
+/**
+ * When the last warm claim started, and how many are in flight: what every {@link QuietSink}
+ * and the pools' replenishment wait on.
+ */
 export class ClaimClock {
   last?: number;
+  #inFlight = 0;
+  #waiters: (() => void)[] = [];
 
   constructor(readonly now: () => number = () => performance.now()) {}
 
   /** A claim has started: the sinks wait until claims are quiet again. */
   started(): void {
     this.last = this.now();
+  }
+
+  /** Runs a claim's urgent part, counted as in flight until it settles. */
+  async during<T>(claim: () => Promise<T>): Promise<T> {
+    this.started();
+    this.#inFlight++;
+    try {
+      return await claim();
+    } finally {
+      if (--this.#inFlight === 0) {
+        const waiters = this.#waiters;
+        this.#waiters = [];
+        waiters.forEach(w => w());
+      }
+    }
+  }
+
+  /** Claims whose urgent part is under way. */
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  /**
+   * Resolves once no claim is in flight, or after `maxWaitMs` at the latest (a claim stuck on a
+   * dead connection must not hold the caller for the request timeout).
+   */
+  noneInFlight(maxWaitMs: number): Promise<void> {
+    if (this.#inFlight === 0) return Promise.resolve();
+    return new Promise(resolve => {
+      const timer = setTimeout(resolve, maxWaitMs);
+      timer.unref?.();
+      this.#waiters.push(() => {
+        clearTimeout(timer);
+        resolve();
+      });
+    });
   }
 }
 

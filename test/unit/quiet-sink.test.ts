@@ -97,3 +97,46 @@ describe("QuietSink", () => {
     expect(written).toEqual(["C", "D"]);
   });
 });
+
+describe("ClaimClock", () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it("counts a claim in flight until it settles, failed or not, and marks when it started", async () => {
+    const clock = new ClaimClock(() => 42);
+    let finish!: () => void;
+    const ok = clock.during(() => new Promise<void>(r => (finish = r)));
+    const failed = clock.during(() => Promise.reject(new Error("HTTP 422")));
+    expect(clock.last).toBe(42);
+    expect(clock.inFlight).toBe(2);
+    await expect(failed).rejects.toThrow("HTTP 422");
+    expect(clock.inFlight).toBe(1);
+    finish();
+    await ok;
+    expect(clock.inFlight).toBe(0);
+  });
+
+  it("lets a waiter go once no claim is in flight, or after its longest wait", async () => {
+    const clock = new ClaimClock();
+    let released = 0;
+    await clock.noneInFlight(1000).then(() => released++);
+    expect(released).toBe(1);
+
+    let finish!: () => void;
+    const claim = clock.during(() => new Promise<void>(r => (finish = r)));
+    void clock.noneInFlight(1000).then(() => released++);
+    await jest.advanceTimersByTimeAsync(500);
+    expect(released).toBe(1);
+    finish();
+    await claim;
+    await jest.advanceTimersByTimeAsync(0);
+    expect(released).toBe(2);
+
+    void clock.during(() => new Promise<void>(() => undefined));
+    void clock.noneInFlight(1000).then(() => released++);
+    await jest.advanceTimersByTimeAsync(999);
+    expect(released).toBe(2);
+    await jest.advanceTimersByTimeAsync(1);
+    expect(released).toBe(3);
+  });
+});
