@@ -217,8 +217,9 @@ function claimTimer(kube: Kube, ns: string, pool: string, standbys: PoolReadines
 
 async function benchWarm(kube: Kube, ns: string) {
   const pool = "bench-pool";
-  const standbys = await startPool(kube, ns, pool, 25);
-  await standbys.atLeast(25);
+  const size = 25;
+  const standbys = await startPool(kube, ns, pool, size);
+  await standbys.atLeast(size);
   // The 75 objects just made are still being digested (garbage collector graph, volume
   // controller, caches): measured, the first dozen claims right after took twice as long.
   await sleep(3000);
@@ -246,7 +247,7 @@ async function benchWarm(kube: Kube, ns: string) {
     }
     // The claim path alone: before each claim the pool is full again and its replenishment done.
     for (let i = 0; i < 20; i++) {
-      await standbys.atLeast(25);
+      await standbys.atLeast(size);
       await sleep(1500);
       quietNames.push(`warm-quiet-${i}`);
       quiet.push(await one(`warm-quiet-${i}`));
@@ -271,10 +272,10 @@ async function benchWarm(kube: Kube, ns: string) {
       ...stats(c1),
       claimed: warm1,
       ...split(c1Names, c1),
-      // The first 25 take the standbys the pool had; the other 15 each wait for a new standby to
-      // turn ready, and meet the refill's writes (the next standbys', kwok's, the scheduler's).
-      fromFullPool: stats(c1.slice(0, 25)),
-      duringRefill: stats(c1.slice(25)),
+      // The first `size` take the standbys the pool had; the others each wait for a new standby
+      // to turn ready, and meet the refill's writes (the next standbys', kwok's, the scheduler's).
+      fromFullPool: stats(c1.slice(0, size)),
+      duringRefill: stats(c1.slice(size)),
     },
     concurrency1QuietPool: { ...stats(quiet), claimed: warmQuiet, ...split(quietNames, quiet) },
     concurrency20: { ...stats(c20), claimed: warm20, ...split(c20Names, c20) },
@@ -337,10 +338,10 @@ async function benchFloor(kube: Kube) {
  * Warm claims as a steady stream instead of a burst: one claim every 250 ms, then every 125 ms,
  * for 30 s each on a pool of 25, sent on time whether or not the previous one is done (an open
  * loop, as users arrive). The writes that wait for a quiet moment (claims' finishes and Events
- * after 100 ms without a claim, the pool's replenishment after 1 s, each at most 5 s) fall due in
- * the middle of it, so this is the warm claim with CubePod's own background work beside it, which
- * the back-to-back series (under 2 s) never meets; and the faster stream asks whether the pool
- * keeps up. Each claim is split, from the audit log, by whether any other write in the namespace
+ * after 100 ms without a claim, the pool's replenishment after 1 s; at most 15, 5 and 2 s) fall
+ * due in the middle of it, so this is the warm claim with CubePod's own background work beside
+ * it, as the back-to-back series meets it only once the pool is empty; and the faster stream
+ * asks whether the pool keeps up. Each claim is split, from the audit log, by whether any other write in the namespace
  * (the module's, kwok's, the scheduler's, the garbage collector's) was in the API server while
  * the claim's own three were.
  */

@@ -85,12 +85,13 @@ export class StandbyIndex {
 
   /** Takes a ready standby of the pool with the template hash, if any, out of the index. */
   take(namespace: string, pool: string, templateHash?: string): Standby | undefined {
-    const members = this.#pools.get(objectKey(namespace, pool));
+    const poolKey = objectKey(namespace, pool);
+    const members = this.#pools.get(poolKey);
     if (!members) return undefined;
     for (const [k, s] of members) {
       if (templateHash !== undefined && s.templateHash !== templateHash) continue;
       members.delete(k);
-      this.#taken.set(k, { pool: objectKey(namespace, pool), resourceVersion: s.resourceVersion });
+      this.#taken.set(k, { pool: poolKey, resourceVersion: s.resourceVersion });
       return s;
     }
     return undefined;
