@@ -307,14 +307,14 @@ async function benchWarm(kube: Kube, ns: string) {
  * back, then one at a time on a full pool) served by bench/floor-operator.ts instead of the
  * module, which is stopped meanwhile. That operator makes the same two writes on the same
  * standby Pods (made by the module before it stopped) and does nothing else, so the difference
- * between the two figures is what CubePod adds.
+ * between the two figures is what CubePod adds. Last, the same rounds of 20 concurrent claims.
  */
 async function benchFloor(kube: Kube) {
   const ns = await kube.namespace("bench-floor");
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const pool = "floor-pool";
   const backToBackClaims = C1_ROUNDS * C1_PER_ROUND;
-  const size = backToBackClaims + 20;
+  const size = backToBackClaims + 20 + C20_ROUNDS * 20;
   const standbys = await startPool(kube, ns, pool, size);
   await standbys.atLeast(size);
   standbys.stop();
@@ -337,6 +337,12 @@ async function benchFloor(kube: Kube) {
       await sleep(1500);
       quiet.push(await one(`floor-quiet-${i}`));
     }
+    const c20: number[] = [];
+    for (let round = 0; round < C20_ROUNDS; round++) {
+      await sleep(1500);
+      const names = Array.from({ length: 20 }, (_, i) => `floor-c20-${round}-${i}`);
+      c20.push(...(await Promise.all(names.map(one))));
+    }
     stop();
     results.warmClaimFloor = {
       what: "the warm claims above, served by an operator that only makes the claim's two writes (ms)",
@@ -345,6 +351,7 @@ async function benchFloor(kube: Kube) {
         samples: backToBack.map(ms => Math.round(ms * 10) / 10),
       },
       concurrency1QuietPool: stats(quiet),
+      concurrency20: stats(c20),
     };
   } finally {
     process.kill(-operator.pid!, "SIGTERM");
