@@ -24,9 +24,10 @@ const wanted = (name: string) => pick.length === 0 || pick.includes(name);
 function stats(ms: number[]): Stats {
   const s = [...ms].sort((a, b) => a - b);
   const q = (p: number) => s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)];
-  const r = (x: number) => Math.round(x * 10) / 10;
-  return { n: s.length, p50: r(q(50)), p95: r(q(95)), p99: r(q(99)), max: r(s[s.length - 1]) };
+  const [p50, p95, p99, max] = [q(50), q(95), q(99), s[s.length - 1]].map(tenths);
+  return { n: s.length, p50, p95, p99, max };
 }
+const tenths = (x: number) => Math.round(x * 10) / 10;
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 const now = () => performance.now();
 
@@ -288,12 +289,13 @@ async function benchWarm(kube: Kube, ns: string) {
       ...stats(c1),
       claimed: warm1,
       ...split(c1Names, c1),
-      // The first `size` take the standbys the pool had; the others each wait for a new standby
-      // to turn ready, and meet the refill's writes (the next standbys', kwok's, the scheduler's).
+      // In each round the first `size` take the standbys the pool had; the others each wait for
+      // a new standby to turn ready, and meet the refill's writes (the next standbys', kwok's,
+      // the scheduler's).
       fromFullPool: stats(c1.filter((_, i) => i % C1_PER_ROUND < size)),
       duringRefill: stats(c1.filter((_, i) => i % C1_PER_ROUND >= size)),
       // Each claim in order, for reading a run's slow claims against the audit log.
-      samples: c1.map(ms => Math.round(ms * 10) / 10),
+      samples: c1.map(tenths),
     },
     concurrency1QuietPool: { ...stats(quiet), claimed: warmQuiet, ...split(quietNames, quiet) },
     concurrency20: { ...stats(c20), claimed: warm20, ...split(c20Names, c20) },
@@ -346,10 +348,7 @@ async function benchFloor(kube: Kube) {
     stop();
     results.warmClaimFloor = {
       what: "the warm claims above, served by an operator that only makes the claim's two writes (ms)",
-      concurrency1: {
-        ...stats(backToBack),
-        samples: backToBack.map(ms => Math.round(ms * 10) / 10),
-      },
+      concurrency1: { ...stats(backToBack), samples: backToBack.map(tenths) },
       concurrency1QuietPool: stats(quiet),
       concurrency20: stats(c20),
     };
@@ -700,14 +699,13 @@ const RERUN: Record<string, string> = {
   scale: "npm run bench -- scale",
 };
 
-/** One line per figure: benchmark, measure, value. Lists of samples are in the JSON only. */
+/** One line per figure: benchmark, measure, value. Each claim's figure (`samples`): JSON only. */
 function printTable(): void {
   const rows: [string, string, string][] = [];
   const walk = (prefix: string, v: unknown) => {
-    if (Array.isArray(v)) return;
-    if (v && typeof v === "object") {
+    if (v && typeof v === "object" && !Array.isArray(v)) {
       for (const [k, x] of Object.entries(v))
-        if (k !== "what") walk(prefix ? `${prefix}.${k}` : k, x);
+        if (k !== "what" && k !== "samples") walk(prefix ? `${prefix}.${k}` : k, x);
     } else rows.push([prefix.split(".")[0], prefix.split(".").slice(1).join("."), String(v)]);
   };
   walk("", results);
