@@ -9,6 +9,7 @@
 import { Kube, Obj, paths } from "../test/integration/kube";
 import { claimedStatus, claimPatch } from "../capabilities/reconcilers/claim-decide";
 import { StandbyIndex } from "../capabilities/reconcilers/standby-index";
+import { kubeTime } from "../capabilities/reconcilers/conditions";
 
 async function main() {
   const [ns, pool] = process.argv.slice(2);
@@ -34,11 +35,10 @@ async function main() {
           "application/json-patch+json",
         );
         if (claimed.status >= 300) throw new Error(`claim of ${name}: HTTP ${claimed.status}`);
-        const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
         const status = await kube.request(
           "PATCH",
           `${paths.podboxes(ns, name)}/status`,
-          { status: claimedStatus(box, standby, undefined, now) },
+          { status: claimedStatus(box, standby, undefined, kubeTime()) },
           "application/merge-patch+json",
         );
         if (status.status >= 300) throw new Error(`status of ${name}: HTTP ${status.status}`);

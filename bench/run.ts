@@ -229,10 +229,6 @@ async function benchWarm(kube: Kube, ns: string) {
   const pool = "bench-pool";
   const size = 25;
   const standbys = await startPool(kube, ns, pool, size);
-  await standbys.atLeast(size);
-  // The 75 objects just made are still being digested (garbage collector graph, volume
-  // controller, caches): measured, the first dozen claims right after took twice as long.
-  await sleep(3000);
   const { claim: one, stop } = claimTimer(kube, ns, pool, standbys);
   const boxes = new Map<string, Obj>();
   const claimed = (names: string[]) =>
@@ -251,11 +247,11 @@ async function benchWarm(kube: Kube, ns: string) {
   const c20Names: string[] = [];
   const misses = await indexMissesDuring(async () => {
     for (let round = 0; round < C1_ROUNDS; round++) {
-      if (round > 0) {
-        // Each round starts as the first did: a full pool, its refill's objects digested.
-        await standbys.atLeast(size);
-        await sleep(3000);
-      }
+      // Each round starts 3 s after the pool is full: the objects just made are still being
+      // digested (garbage collector graph, volume controller, caches); measured, the first dozen
+      // claims right after took twice as long.
+      await standbys.atLeast(size);
+      await sleep(3000);
       for (let i = round * C1_PER_ROUND; i < (round + 1) * C1_PER_ROUND; i++) {
         await standbys.atLeast(1);
         c1Names.push(`warm-c1-${i}`);

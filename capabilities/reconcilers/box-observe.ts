@@ -19,6 +19,7 @@ import type {
   ObservedPVC,
 } from "./box-types";
 import { PermanentError } from "./errors";
+import { kubeTime } from "./conditions";
 
 /** The PodBox, or undefined when it is gone. */
 export async function getBox(namespace: string, name: string): Promise<PodBox | undefined> {
@@ -90,7 +91,7 @@ export async function observeBox(
     pvcs: [...all.values()].flatMap(p => toPVC(p, uid)),
     parent,
     ...(conflict ? { conflict } : {}),
-    now: now.toISOString().replace(/\.\d+Z$/, "Z"),
+    now: kubeTime(now),
   };
 }
 

@@ -31,6 +31,7 @@ import { Standby, StandbyIndex } from "./standby-index";
 import { OwnWrites } from "./own-writes";
 import { QuietSink } from "./quiet-sink";
 import { objectKey } from "./keys";
+import { kubeTime } from "./conditions";
 
 /** Box versions this reconciler wrote itself: their watch events need no reconcile. */
 const ownWrites = new OwnWrites();
@@ -235,8 +236,7 @@ async function claim(key: string, box: PodBox, since: number): Promise<boolean> 
   const standby = await claimClock.during(async () => {
     const s = await claimStandby(box, standbyIndex, current?.hash, ownPodWrites);
     if (!s) return undefined;
-    const now = new Date().toISOString().replace(/\.\d+Z$/, "Z");
-    const status = claimedStatus(box, s, current, now);
+    const status = claimedStatus(box, s, current, kubeTime());
     await ownWrites.during(key, () => writeStatus(box, status));
     return s;
   });

@@ -21,6 +21,7 @@ import { decidePool, failedPoolStatus, ObservedStandby, PoolObservation } from "
 import { OwnWrites } from "./own-writes";
 import { KeyedQueue, WorkResult } from "./queue";
 import { objectKey } from "./keys";
+import { kubeTime } from "./conditions";
 
 /**
  * The current template of each pool and its hash, for claims to prefer standbys that are not
@@ -100,7 +101,7 @@ export async function observePool(pool: PodWarmPool, now = new Date()): Promise<
       { length: spec.replicas + 1 },
       () => `${name}-${randomBytes(3).toString("hex")}`,
     ),
-    now: now.toISOString().replace(/\.\d+Z$/, "Z"),
+    now: kubeTime(now),
   };
 }
 
