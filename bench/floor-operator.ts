@@ -6,10 +6,10 @@
  * handed out by the module's own StandbyIndex. Run by bench/run.ts in a process of its own, as the module is.
  * Usage: tsx bench/floor-operator.ts <namespace> <pool>; prints "ready" once it watches.
  */
-import { Kube, Obj, paths } from "../test/integration/kube";
-import { claimedStatus, claimPatch } from "../capabilities/reconcilers/claim-decide";
-import { StandbyIndex } from "../capabilities/reconcilers/standby-index";
-import { kubeTime } from "../capabilities/reconcilers/conditions";
+import { Kube, Obj, paths } from "../hack/lib/kube";
+import { claimedStatus, claimPatch } from "../capabilities/claim/decide";
+import { StandbyIndex } from "../capabilities/claim/standby-index";
+import { kubeTime } from "../capabilities/kit/conditions";
 
 async function main() {
   const [ns, pool] = process.argv.slice(2);

@@ -8,13 +8,8 @@ import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 
 import { Agent as HttpAgent, createServer, get as httpGet } from "node:http";
 import type { AddressInfo } from "node:net";
 import { join } from "node:path";
-import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../test/integration/kube";
-import {
-  podBox,
-  podTemplate,
-  TEMPLATE,
-  templateHashOf,
-} from "../test/integration/lifecycle-helpers";
+import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../hack/lib/kube";
+import { podBox, podTemplate, TEMPLATE, templateHashOf } from "../hack/lib/objects";
 
 type Stats = { n: number; p50: number; p95: number; p99: number; max: number };
 const results: Record<string, unknown> = {};

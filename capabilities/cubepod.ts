@@ -1,22 +1,25 @@
 import { a, Capability } from "pepr";
 import { CubePodTemplate, PodBox, PodWarmPool } from "./api/kinds";
-import { startRuntime } from "./reconcilers/runtime";
-import { injectSandboxPod } from "./admission/inject-pod";
+import { SandboxPodInjector } from "./admission/inject-pod";
 import {
   validateBoxRequest,
   validateTemplateRequest,
   validateWarmPoolRequest,
 } from "./admission/validate";
+import { loadConfig } from "./config";
 import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE } from "./manifests/labels";
-import {
-  onBoxChange,
-  onPoolChange,
-  onSandboxPod,
-  onStandbyPod,
-  onStandbyPodGone,
-  onTemplateChange,
-  runReaper,
-} from "./reconcilers/box-triggers";
+import { Operator } from "./operator";
+
+/**
+ * The module's configuration, read once: a bad setting stops the module here, with a message
+ * naming the variable, before anything is served.
+ */
+export const config = loadConfig();
+
+/** The reconcilers, claims and reaper; started from the module's entry (pepr.ts). */
+export const operator = new Operator(config);
+
+const injector = new SandboxPodInjector(operator.client);
 
 /** The CubePod capability: admission for sandbox Pods and the three CubePod kinds. */
 export const CubePod = new Capability({
@@ -26,11 +29,11 @@ export const CubePod = new Capability({
 
 const { When, OnSchedule } = CubePod;
 
-// The watcher's own PodBox watch (box cache, /healthz) and the metrics server on :8081.
-startRuntime();
-
 // A Pod labelled with a PodTemplate gets podd-installer, the egress sidecar and mTLS injected.
-When(a.Pod).IsCreated().WithLabel(LABEL_TEMPLATE).Mutate(injectSandboxPod);
+When(a.Pod)
+  .IsCreated()
+  .WithLabel(LABEL_TEMPLATE)
+  .Mutate(req => injector.inject(req));
 
 // PodTemplates must satisfy their schema and cross-field rules.
 When(CubePodTemplate).IsCreatedOrUpdated().Validate(validateTemplateRequest);
@@ -39,37 +42,58 @@ When(CubePodTemplate).IsCreatedOrUpdated().Validate(validateTemplateRequest);
 When(PodWarmPool).IsCreatedOrUpdated().Validate(validateWarmPoolRequest);
 
 // PodBoxes must satisfy their schema, immutability, monotonic rootfsGeneration and ref rules.
-When(PodBox).IsCreatedOrUpdated().Validate(validateBoxRequest);
+When(PodBox)
+  .IsCreatedOrUpdated()
+  .Validate(req => validateBoxRequest(req, operator.client));
 
 // Every change of a PodBox is reconciled (ordered per box), its deletion included.
-When(PodBox).IsCreatedOrUpdated().Reconcile(onBoxChange);
+When(PodBox)
+  .IsCreatedOrUpdated()
+  .Reconcile(async box => operator.boxes.onBoxEvent(box));
 
 // Sandbox Pods (labelled with their box) report readiness, IP and deletion to their box.
-When(a.Pod).IsCreatedOrUpdated().WithLabel(LABEL_BOX).Watch(onSandboxPod);
+When(a.Pod)
+  .IsCreatedOrUpdated()
+  .WithLabel(LABEL_BOX)
+  .Watch(async pod => operator.boxes.onPodEvent(pod, false));
 
 // A deleted sandbox Pod lets its box move on (pause, reset, resume, cleanup).
-When(a.Pod).IsDeleted().WithLabel(LABEL_BOX).Watch(onSandboxPod);
+When(a.Pod)
+  .IsDeleted()
+  .WithLabel(LABEL_BOX)
+  .Watch(async pod => operator.boxes.onPodEvent(pod, true));
 
-// A PodTemplate that appears or changes wakes the boxes that use it.
-When(CubePodTemplate).IsCreatedOrUpdated().Watch(onTemplateChange);
+// A PodTemplate that appears or changes wakes the boxes and pools that use it.
+When(CubePodTemplate)
+  .IsCreatedOrUpdated()
+  .Watch(tpl => operator.onTemplateEvent(tpl));
 
 // A deleted PodTemplate is reported by the boxes that use it.
-When(CubePodTemplate).IsDeleted().Watch(onTemplateChange);
+When(CubePodTemplate)
+  .IsDeleted()
+  .Watch(tpl => operator.onTemplateEvent(tpl));
 
 // A PodWarmPool keeps spec.replicas standbys of its template, replacing stale ones gradually.
-When(PodWarmPool).IsCreatedOrUpdated().Reconcile(onPoolChange);
+When(PodWarmPool)
+  .IsCreatedOrUpdated()
+  .Reconcile(async pool => operator.pools.onPoolEvent(pool));
 
-// Standby Pods feed the in-memory index of ready standbys that claims pick from.
-When(a.Pod).IsCreatedOrUpdated().WithLabel(LABEL_POOL).Watch(onStandbyPod);
+// Standby Pods feed the index of ready standbys that claims pick from; their pool looks again.
+When(a.Pod)
+  .IsCreatedOrUpdated()
+  .WithLabel(LABEL_POOL)
+  .Watch(async pod => operator.onStandbyEvent(pod, false));
 
 // A standby Pod that is deleted or claimed leaves the index; its pool replenishes.
-When(a.Pod).IsDeleted().WithLabel(LABEL_POOL).Watch(onStandbyPodGone);
+When(a.Pod)
+  .IsDeleted()
+  .WithLabel(LABEL_POOL)
+  .Watch(async pod => operator.onStandbyEvent(pod, true));
 
 // The reaper: idle unleased boxes are paused, expired paused ones terminated.
 OnSchedule({
   name: "cubepod-reaper",
-  // Pepr 1.1.4 refuses intervals under 10 s (and throws from a timer, ending the process).
-  every: Math.max(10, Number(process.env.CUBEPOD_REAPER_INTERVAL_SECONDS ?? 10)),
+  every: config.reaperIntervalSeconds,
   unit: "seconds",
-  run: runReaper,
+  run: () => void operator.reaper.pass(),
 });

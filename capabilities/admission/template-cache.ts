@@ -33,9 +33,4 @@ export class TemplateSpecCache {
     this.entries.set(key, { hash: templateHash(spec), spec });
     if (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value!);
   }
-
-  /** How many templates are cached. */
-  get size(): number {
-    return this.entries.size;
-  }
 }

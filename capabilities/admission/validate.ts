@@ -1,6 +1,7 @@
 import type { a, PeprValidateRequest } from "pepr";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
-import { getObject, paths } from "../client/resources";
+import type { ApiClient } from "../client/api-client";
+import { paths } from "../client/paths";
 import { validatePodBox, validatePodTemplate, validatePodWarmPool, Verdict } from "./rules";
 
 type Req<T extends a.GenericKind> = PeprValidateRequest<T>;
@@ -24,8 +25,8 @@ export async function validateWarmPoolRequest(req: Req<PodWarmPool>) {
   return answer(req, validatePodWarmPool(req.Raw.spec));
 }
 
-/** Validate action for PodBox creates and updates. */
-export async function validateBoxRequest(req: Req<PodBox>) {
+/** Validate action for PodBox creates and updates; `client` reads the pool a create names. */
+export async function validateBoxRequest(req: Req<PodBox>, client: ApiClient) {
   if (deleting(req)) return req.Approve();
   const spec = req.Raw.spec;
   const oldSpec =
@@ -36,6 +37,7 @@ export async function validateBoxRequest(req: Req<PodBox>) {
   const poolTemplateRef =
     !oldSpec && spec?.warmPoolRef && spec.templateRef
       ? await poolTemplate(
+          client,
           req.Raw.metadata?.namespace || req.Request.namespace || "",
           spec.warmPoolRef,
         )
@@ -46,7 +48,11 @@ export async function validateBoxRequest(req: Req<PodBox>) {
   );
 }
 
-async function poolTemplate(namespace: string, pool: string): Promise<string | undefined> {
+async function poolTemplate(
+  client: ApiClient,
+  namespace: string,
+  pool: string,
+): Promise<string | undefined> {
   // A pool that does not exist yet is fine (GitOps applies in any order); the reconciler reports it.
-  return (await getObject<PodWarmPool>(paths.podWarmPools(namespace, pool)))?.spec?.templateRef;
+  return (await client.get<PodWarmPool>(paths.podWarmPools(namespace, pool)))?.spec?.templateRef;
 }

@@ -9,7 +9,7 @@ import type { Owner } from "./types";
  * removed reference that blocks owner deletion with a live GET of that owner (three per claim,
  * the Pod and both PVCs), deletion or not. The standbys are still collected with the pool.
  */
-export function controllerRef(kind: "PodBox" | "PodWarmPool", name: string, uid: string): Owner {
+function controllerRef(kind: "PodBox" | "PodWarmPool", name: string, uid: string): Owner {
   const ref = { apiVersion: API_VERSION, kind, name, uid, controller: true };
   return kind === "PodBox" ? { ...ref, blockOwnerDeletion: true } : ref;
 }
@@ -23,6 +23,13 @@ export function controllerRef(kind: "PodBox" | "PodWarmPool", name: string, uid:
 export function podOwnerRef(name: string, uid: string): Owner {
   return { apiVersion: "v1", kind: "Pod", name, uid };
 }
+
+/** The controller ownerReference that ties a Pod or PVC to its box. */
+export const boxOwnerRef = (name: string, uid: string): Owner => controllerRef("PodBox", name, uid);
+
+/** The controller ownerReference that ties a standby's Pod and PVCs to its pool. */
+export const poolOwnerRef = (name: string, uid: string): Owner =>
+  controllerRef("PodWarmPool", name, uid);
 
 /** True when the object's controller ownerReference names the object with this uid. */
 export function isControlledBy(

@@ -24,6 +24,13 @@ export const warmPoolReady = new Gauge({
   registers: [registry],
 });
 
+export const workqueueDepth = new Gauge({
+  name: "cubepod_workqueue_depth",
+  help: "Keys in a reconcile queue, by state: waiting, running, or delayed (a retry or requeue timer)",
+  labelNames: ["queue", "state"],
+  registers: [registry],
+});
+
 export const warmClaims = new Counter({
   name: "cubepod_warm_claims_total",
   help: "PodBoxes started by claiming a warm standby",

@@ -6,16 +6,14 @@ import { registry } from "./registry";
 export type HealthCheck = () => Promise<{ ok: boolean; detail: string }>;
 
 /**
- * Serves /metrics (Prometheus text) and /healthz over plain HTTP (CEP-0008: port 8081). In a
- * cluster it listens on all addresses so that Prometheus can scrape the Pod; elsewhere on
- * 127.0.0.1 only.
+ * Serves /metrics (Prometheus text) and /healthz over plain HTTP (CEP-0008), on the port and
+ * address of the configuration. `before` fills the gauges read from caches at scrape time.
  */
 export function startMetricsServer(
   health: HealthCheck,
   before: () => void,
-  port = Number(process.env.CUBEPOD_METRICS_PORT ?? 8081),
-  host = process.env.CUBEPOD_METRICS_HOST ??
-    (process.env.KUBERNETES_SERVICE_HOST ? "0.0.0.0" : "127.0.0.1"),
+  port: number,
+  host: string,
 ): Server {
   // The process's own figures (resident memory, V8 heap, event-loop lag), as any operator has.
   collectDefaultMetrics({ register: registry });

@@ -1,4 +1,4 @@
-import { denied, Kube, Obj, paths } from "./kube";
+import { denied, Kube, Obj, paths } from "../../hack/lib/kube";
 
 const kube = new Kube();
 let ns: string;

@@ -1,4 +1,4 @@
-import { Kube, paths } from "./kube";
+import { Kube, paths } from "../../hack/lib/kube";
 
 const kube = new Kube();
 let ns: string;

@@ -1,5 +1,5 @@
-import { denied, Kube, Obj, paths } from "./kube";
-import { templateHashOf as hash } from "./lifecycle-helpers";
+import { denied, Kube, Obj, paths } from "../../hack/lib/kube";
+import { templateHashOf as hash } from "../../hack/lib/objects";
 
 const kube = new Kube();
 let ns: string;

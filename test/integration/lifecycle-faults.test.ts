@@ -1,6 +1,7 @@
-import { cluster, clusterWithEnv, Kube, Obj, paths } from "./kube";
-import { inNamespace, podTemplate, TEMPLATE } from "./lifecycle-helpers";
-import { isNamespaceTerminating } from "../../capabilities/reconcilers/errors";
+import { cluster, clusterWithEnv, Kube, Obj, paths } from "../../hack/lib/kube";
+import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { inNamespace } from "./lifecycle-helpers";
+import { isNamespaceTerminating } from "../../capabilities/kit/api-errors";
 
 const kube = new Kube();
 let ns: string;

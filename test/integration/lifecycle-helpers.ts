@@ -1,6 +1,5 @@
-import { validatePodTemplate } from "../../capabilities/admission/rules";
-import { templateHash } from "../../capabilities/manifests/template-hash";
-import { Kube, Obj, paths } from "./kube";
+import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { podBox } from "../../hack/lib/objects";
 
 /**
  * Registers the hooks every integration file needs: before its tests, a fresh namespace holding
@@ -22,27 +21,6 @@ export function useTestNamespace(
     await kube.delete(`/api/v1/namespaces/${ns}`);
     kube.close();
   });
-}
-
-/** A PodTemplate that runs anywhere: no VM runtime, Filesystem volumes. */
-export const TEMPLATE = { image: "py:3", runtimeClassName: "", volumeMode: "Filesystem" };
-
-export function podTemplate(name: string, spec: object = TEMPLATE) {
-  return { apiVersion: "pod.cubeplex.ai/v1alpha1", kind: "PodTemplate", metadata: { name }, spec };
-}
-
-/**
- * The `pod.cubeplex.ai/template-hash` label CubePod puts on a sandbox Pod built from `spec`
- * (validated, defaults applied): the version the mutate webhook may take from its cache.
- */
-export function templateHashOf(spec: object): string {
-  const verdict = validatePodTemplate(spec);
-  if (!verdict.ok) throw new Error(verdict.errors.join("; "));
-  return templateHash(verdict.spec);
-}
-
-export function podBox(name: string, spec: object) {
-  return { apiVersion: "pod.cubeplex.ai/v1alpha1", kind: "PodBox", metadata: { name }, spec };
 }
 
 /** Helpers bound to one namespace. */

@@ -1,7 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { cluster, CLUSTER_DIR, Kube, paths } from "./kube";
-import { inNamespace, podTemplate, useTestNamespace } from "./lifecycle-helpers";
+import { cluster, CLUSTER_DIR, Kube, paths } from "../../hack/lib/kube";
+import { podTemplate } from "../../hack/lib/objects";
+import { inNamespace, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;
@@ -83,9 +84,11 @@ describe("metrics and health on :8081 (plain HTTP)", () => {
       "cubepod_reconcile_errors_total",
       "cubepod_claim_duration_seconds",
       "cubepod_reconcile_duration_seconds",
+      "cubepod_workqueue_depth",
     ]) {
       expect(text).toContain(`# TYPE ${name} `);
     }
+    expect(text).toMatch(/^cubepod_workqueue_depth\{queue="PodBox",state="waiting"\} \d+$/m);
   });
 
   it("moves as boxes start, fork, reset, pause and terminate", async () => {

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
-import { KUBECONFIG, ROOT } from "./kube";
+import { KUBECONFIG, ROOT } from "../../hack/lib/kube";
 
 const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
 const chart = join(ROOT, "dist", "cubepod-chart");

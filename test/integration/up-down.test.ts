@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { CLUSTER_DIR, cluster, Kube, paths } from "./kube";
+import { CLUSTER_DIR, cluster, Kube, paths } from "../../hack/lib/kube";
 
 const BIN = join(
   process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),

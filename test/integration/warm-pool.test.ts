@@ -1,5 +1,6 @@
-import { Kube, Obj, paths } from "./kube";
-import { inNamespace, podBox, podTemplate, useTestNamespace } from "./lifecycle-helpers";
+import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { podBox, podTemplate } from "../../hack/lib/objects";
+import { inNamespace, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();
 let ns: string;

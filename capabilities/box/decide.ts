@@ -1,0 +1,523 @@
+import { DEFAULT_ENVD_PORT } from "../api/common";
+import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
+import { buildBoxPod } from "../manifests/pod";
+import { buildBoxPVCs } from "../manifests/pvcs";
+import { rootfsPVCName, workspacePVCName } from "../manifests/names";
+import type { Owner } from "../manifests/types";
+import { boxOwnerRef } from "../manifests/owner";
+import { effectiveState } from "../reaper/activity";
+import { readyCondition } from "../kit/conditions";
+import type { ObjectAction } from "../kit/object-actions";
+import type { BoxEvent, BoxObservation, BoxPlan, NameConflict, ObservedPod } from "./types";
+
+/** How long to wait before looking again at something no watch reports (a template, a parent). */
+export const WAIT_MS = 5_000;
+
+/** Reasons that describe a problem rather than a transition; shown as Warning events. */
+const PROBLEMS: PodBoxReason[] = [
+  "TemplateNotFound",
+  "WarmPoolNotFound",
+  "ForkParentNotFound",
+  "ForkParentNotReady",
+  "ForkParentDeleting",
+  "VolumesNotFound",
+  "VolumesInUse",
+  "PodNameInUse",
+  "PodFailed",
+  "APIError",
+];
+
+/** What a box's status says beyond the fields every decision sets. */
+type Outcome = {
+  phase: PodBoxPhase;
+  reason: PodBoxReason;
+  message: string;
+  podName?: string;
+  podIP?: string;
+  rootfsPVCName?: string;
+  workspacePVCName?: string;
+  rootfsGeneration?: number;
+  lastActivityAt?: string;
+};
+
+/**
+ * Whether a reconcile of this box may list its Pods and PVCs from the API server's watch cache,
+ * which can miss the latest changes. Yes when every object the box can own is named after its
+ * own volume key (its name, or `spec.volumeKey`): an object missing from an outdated list is then
+ * created again under the same name, the API server answers 409, and the box is read again
+ * consistently. No for a box running on a claimed standby's volumes (their names come from what
+ * the lists show, so an outdated list would name new, empty ones), and no for a box being
+ * deleted (a PVC missing from the list would be left to garbage collection).
+ */
+export function readsFromCache(box: {
+  name: string;
+  volumeKey?: string;
+  deleting: boolean;
+  workspacePVCName?: string;
+}): boolean {
+  if (box.deleting) return false;
+  const own = workspacePVCName(box.volumeKey ?? box.name);
+  return box.workspacePVCName === undefined || box.workspacePVCName === own;
+}
+
+/**
+ * Decides what to do about one PodBox, given what the API server holds: the actions that move it
+ * towards its desired state and the status that describes where it is. Pure, and idempotent: the
+ * plan for an observation that already matches the desired state has no actions and the same
+ * status, so replayed events and the operator's own status writes change nothing.
+ */
+export function decideBox(o: BoxObservation): BoxPlan {
+  if (o.box.deleting) return teardown(o, "Deleting");
+  const effective = effectiveState(activityOf(o), Date.parse(o.now));
+  if (effective.desired === "Terminated") {
+    return teardown(o, effective.reason === "LeaseExpired" ? "LeaseExpired" : "Terminated");
+  }
+  if (effective.desired === "Paused") {
+    return pause(o, effective.reason === "IdlePaused" ? "IdlePaused" : "Paused");
+  }
+  return run(o);
+}
+
+/** A resume the user asked for (spec back to Running after their own pause) counts as activity. */
+const userResume = (o: BoxObservation) =>
+  o.box.status?.phase === "Paused" &&
+  o.box.status.reason === "Paused" &&
+  o.box.spec.desiredState === "Running";
+
+function activityOf(o: BoxObservation) {
+  const status = o.box.status ?? {};
+  return {
+    spec: o.box.spec,
+    status: userResume(o) ? { ...status, lastActivityAt: o.now } : status,
+    lastActivityAnnotation: o.box.lastActivityAnnotation,
+  };
+}
+
+/**
+ * The volume key a box's PVCs are named after: the one it re-attaches, else the one of the PVCs it
+ * owns or its Pod mounts (a claimed standby's), else its own name.
+ */
+export function volumeKeyOf(o: BoxObservation): string {
+  return (
+    o.box.spec.volumeKey ??
+    o.pvcs.find(p => p.owner === "this" && p.role === "workspace" && p.volumeKey)?.volumeKey ??
+    o.pods.find(p => !p.deleting && p.volumeKey)?.volumeKey ??
+    o.box.name
+  );
+}
+
+/** PVCs of the box's volume key that belong to it, or to the pool it claimed them from. */
+function boxVolumes(o: BoxObservation, key: string) {
+  const pvcs = o.pvcs.filter(p => !p.volumeKey || p.volumeKey === key);
+  const claimedFromPool = (p: ObservedPVCLike) =>
+    p.owner === "pool" && key !== o.box.name && o.pods.some(pod => pod.volumeKey === key);
+  return { pvcs, claimedFromPool };
+}
+type ObservedPVCLike = BoxObservation["pvcs"][number];
+
+/** The controller ownerReference that ties a Pod or PVC to its box. */
+export function boxOwner(o: BoxObservation): Owner {
+  return boxOwnerRef(o.box.name, o.box.uid);
+}
+
+function run(o: BoxObservation): BoxPlan {
+  const { box } = o;
+  const spec = box.spec;
+  const prev = box.status ?? {};
+  const key = volumeKeyOf(o);
+  const { pvcs, claimedFromPool } = boxVolumes(o, key);
+  const actions: ObjectAction[] = [];
+
+  // Generations: the one the box runs (or, re-attaching, the newest kept), and the one it wants.
+  const keptGens = pvcs.filter(p => p.role === "rootfs" && !p.deleting && p.generation);
+  const current =
+    prev.rootfsGeneration ??
+    (keptGens.length > 0 ? Math.max(...keptGens.map(p => p.generation!)) : undefined);
+  const target = Math.max(spec.rootfsGeneration, current ?? 0);
+  const resetting = current !== undefined && target > current;
+  // A box that never ran yet: only then are a fork's volumes cloned from its parent.
+  const initial = prev.rootfsGeneration === undefined;
+  const rootfsName = rootfsPVCName(key, target);
+  const workspaceName = workspacePVCName(key);
+  const volumes = { rootfsPVCName: rootfsName, workspacePVCName: workspaceName };
+
+  // Nothing is created or deleted next to an object that only looks like the box's.
+  if (o.conflict) return plan(o, [], nameInUse(o.conflict, key));
+
+  const reason = transitionReason(o, resetting, initial);
+  const livePods = o.pods.filter(p => !p.deleting);
+  const { keep: pod, remove } = choosePod(livePods, rootfsName, workspaceName);
+  actions.push(...remove.map(p => ({ type: "deletePod" as const, name: p.name })));
+  const podGoing = remove.length > 0 || o.pods.some(p => p.deleting);
+
+  const inUse = pvcs.find(p => p.owner === "other" || (p.owner === "pool" && !claimedFromPool(p)));
+  if (inUse) {
+    return plan(o, actions, {
+      phase: "Failed",
+      reason: "VolumesInUse",
+      message: `PVC ${inUse.name} belongs to another object; volume key "${key}" is in use`,
+    });
+  }
+
+  const workspace = pvcs.find(p => p.role === "workspace" && p.name === workspaceName);
+  const rootfs = pvcs.find(p => p.role === "rootfs" && p.name === rootfsName);
+
+  // Old rootfs generations go once no Pod uses them (a reset keeps only the new one).
+  for (const old of pvcs) {
+    if (old.role !== "rootfs" || old.name === rootfsName || old.deleting) continue;
+    if (!o.pods.some(p => p.rootfsClaim === old.name) && old.owner !== "other") {
+      actions.push({ type: "deletePVC", name: old.name });
+    }
+  }
+  // Re-attached volumes, and a claimed standby's, become this box's: its volume policy applies.
+  for (const pvc of [workspace, rootfs]) {
+    if (pvc && (pvc.owner === "none" || pvc.owner === "pool"))
+      actions.push({ type: "adoptPVC", name: pvc.name, owner: boxOwner(o) });
+  }
+
+  const deletingVolume = [workspace, rootfs].find(p => p?.deleting);
+  if (deletingVolume) {
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "VolumesNotFound",
+        message: `PVC ${deletingVolume.name} is being deleted; waiting for it to go before creating it again`,
+      },
+      WAIT_MS,
+    );
+  }
+
+  const missing = !workspace || !rootfs;
+  if (missing && spec.volumeKey && !workspace) {
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "VolumesNotFound",
+        message: `no workspace PVC ${workspaceName} to re-attach for volume key "${spec.volumeKey}"`,
+      },
+      WAIT_MS,
+    );
+  }
+
+  if (!o.template) {
+    const ref = spec.templateRef ?? "(the pool's template)";
+    const running = pod && isRunning(pod);
+    if (running) {
+      // Nothing to do until the Pod must be made again; a template watch brings the box back.
+      return plan(o, actions, {
+        ...runningFields(pod, volumes, target),
+        reason: "TemplateNotFound",
+        message: `PodTemplate ${ref} not found: the running Pod is kept, but it cannot be recreated`,
+      });
+    }
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "TemplateNotFound",
+        message: `PodTemplate ${ref} not found in namespace ${box.namespace}`,
+      },
+      WAIT_MS,
+    );
+  }
+
+  const clone = Boolean(spec.forkFrom) && initial && !resetting;
+  if (missing && clone) {
+    const parent = o.parent ?? { state: "missing" as const };
+    if (parent.state !== "ready") return waitForParent(o, actions, parent.state);
+  }
+
+  if (missing) {
+    const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
+    const built = buildBoxPVCs({
+      namespace: box.namespace,
+      boxName: box.name,
+      volumeKey: spec.volumeKey,
+      template: o.template,
+      rootfsGeneration: target,
+      owner: boxOwner(o),
+      forkFrom: parent,
+    });
+    if (!workspace) actions.push({ type: "createPVC", pvc: built.workspace });
+    if (!rootfs) actions.push({ type: "createPVC", pvc: built.rootfs });
+  }
+
+  if (!pod && !podGoing) {
+    actions.push({
+      type: "createPod",
+      pod: buildBoxPod({
+        namespace: box.namespace,
+        podName: box.name,
+        boxName: box.name,
+        volumeKey: key,
+        template: o.template,
+        rootfsPVCName: rootfsName,
+        workspacePVCName: workspaceName,
+        owner: boxOwner(o),
+      }),
+    });
+  }
+
+  if (pod && isRunning(pod)) {
+    // A box that is already Running for this reason keeps the message its transition wrote
+    // (a claim names its standby): rewriting it would cost a status write and change nothing.
+    const keep = prev.phase === "Running" && prev.reason === reason && prev.message;
+    return plan(o, actions, {
+      ...runningFields(pod, volumes, target),
+      reason,
+      message: keep ? prev.message! : runningMessage(reason, target),
+    });
+  }
+  const failed = livePods.find(p => p.phase === "Failed" || p.phase === "Succeeded");
+  return plan(o, actions, {
+    ...(userResume(o) ? { lastActivityAt: o.now } : {}),
+    phase: "Pending",
+    reason: failed ? "PodFailed" : reason,
+    message: failed
+      ? `Pod ${failed.name} ended (${failed.phase}); starting a new one`
+      : podGoing
+        ? "waiting for the previous Pod to terminate"
+        : `waiting for Pod ${pod?.name ?? box.name} to be ready`,
+    podName: pod?.name ?? (podGoing ? undefined : box.name),
+    ...volumes,
+    rootfsGeneration: prev.rootfsGeneration,
+  });
+}
+
+/**
+ * Takes over a claimed standby's PVCs that are still the pool's (the claim's finish was lost to a
+ * restart, or failed): a pool removes a standby's PVCs once their Pod is gone, so this goes
+ * before any Pod is deleted.
+ */
+function adoptClaimed(o: BoxObservation): ObjectAction[] {
+  const { pvcs, claimedFromPool } = boxVolumes(o, volumeKeyOf(o));
+  return pvcs
+    .filter(p => claimedFromPool(p) && !p.deleting)
+    .map(p => ({ type: "adoptPVC" as const, name: p.name, owner: boxOwner(o) }));
+}
+
+function pause(o: BoxObservation, reason: "Paused" | "IdlePaused"): BoxPlan {
+  const prev = o.box.status ?? {};
+  const actions: ObjectAction[] = adoptClaimed(o);
+  for (const p of o.pods) if (!p.deleting) actions.push({ type: "deletePod", name: p.name });
+  const gone = o.pods.length === 0;
+  return plan(o, actions, {
+    phase: gone ? "Paused" : "Pending",
+    reason,
+    message: gone ? "Pod deleted; volumes kept" : "pausing: waiting for the Pod to terminate",
+    rootfsPVCName: prev.rootfsPVCName,
+    workspacePVCName: prev.workspacePVCName,
+    rootfsGeneration: prev.rootfsGeneration,
+  });
+}
+
+function teardown(o: BoxObservation, reason: "Deleting" | "Terminated" | "LeaseExpired"): BoxPlan {
+  const { box } = o;
+  const prev = box.status ?? {};
+  const retain = box.spec.volumeReclaimPolicy === "Retain";
+  const actions: ObjectAction[] = adoptClaimed(o);
+  for (const p of o.pods) if (!p.deleting) actions.push({ type: "deletePod", name: p.name });
+  const key = volumeKeyOf(o);
+  const { pvcs, claimedFromPool } = boxVolumes(o, key);
+  const ours = pvcs.filter(p => p.owner === "this" || claimedFromPool(p));
+  if (!retain) {
+    actions.push(
+      ...ours.filter(p => !p.deleting).map(p => ({ type: "deletePVC" as const, name: p.name })),
+    );
+  } else if (box.deleting) {
+    // Retained volumes must outlive the box: garbage collection would follow the ownerReference.
+    actions.push(...ours.map(p => ({ type: "orphanPVC" as const, name: p.name })));
+  }
+  const podsGone = o.pods.length === 0;
+  // The volumes are handled by this pass's own actions (deleted, or orphaned), which run before
+  // the finalizer goes; waiting for another pass would hang, as nothing watches PVCs to wake it.
+  const cleanupDone = podsGone;
+  const volumesKept = retain ? " (volumes kept)" : " (volumes deleted)";
+  const status: Outcome = {
+    phase: podsGone ? "Terminated" : "Pending",
+    reason,
+    message:
+      (reason === "LeaseExpired" ? "lease expired: " : "") +
+      (podsGone ? `Pod deleted${volumesKept}` : "terminating: waiting for the Pod to terminate"),
+    ...(retain
+      ? {
+          rootfsPVCName: prev.rootfsPVCName,
+          workspacePVCName: prev.workspacePVCName,
+          rootfsGeneration: prev.rootfsGeneration,
+        }
+      : {}),
+  };
+  return { ...plan(o, actions, status), ...(box.deleting ? { cleanupDone } : {}) };
+}
+
+/** A box whose Pod or PVC name another object holds: Failed, and that object left alone. */
+function nameInUse(c: NameConflict, key: string): Outcome {
+  if (c.kind === "Pod") {
+    return {
+      phase: "Failed",
+      reason: "PodNameInUse",
+      message: `Pod ${c.name} exists and is not this box's; the box's Pod takes that name`,
+    };
+  }
+  return {
+    phase: "Failed",
+    reason: "VolumesInUse",
+    message: `PVC ${c.name} exists and is not this box's; volume key "${key}" is in use`,
+  };
+}
+
+function waitForParent(
+  o: BoxObservation,
+  actions: ObjectAction[],
+  state: "missing" | "deleting" | "notReady",
+): BoxPlan {
+  const parent = o.box.spec.forkFrom;
+  if (state === "deleting") {
+    // The parent's volumes may vanish during a clone: never start one. forkFrom is immutable, so
+    // this box cannot become valid again; it stays Failed with its data (none) untouched.
+    return plan(o, actions, {
+      phase: "Failed",
+      reason: "ForkParentDeleting",
+      message: `PodBox ${parent} is being deleted; a fork needs a parent that stays`,
+    });
+  }
+  return plan(
+    o,
+    actions,
+    {
+      phase: "Pending",
+      reason: state === "missing" ? "ForkParentNotFound" : "ForkParentNotReady",
+      message:
+        state === "missing"
+          ? `PodBox ${parent} (forkFrom) not found in namespace ${o.box.namespace}; retrying`
+          : `PodBox ${parent} (forkFrom) has no volumes yet; retrying`,
+    },
+    WAIT_MS,
+  );
+}
+
+/** Why the box is heading to Running: decided when the transition starts, then kept. */
+function transitionReason(o: BoxObservation, resetting: boolean, initial: boolean): PodBoxReason {
+  const prev = o.box.status ?? {};
+  if (resetting) return "RootFSReset";
+  if (prev.phase === "Paused" || (prev.phase === "Terminated" && !initial)) return "Resumed";
+  const startingOver =
+    !prev.phase || !prev.reason || PROBLEMS.includes(prev.reason) || prev.reason === "Creating";
+  if (startingOver) return o.box.spec.forkFrom && initial ? "ForkCloned" : "Started";
+  if (["Paused", "IdlePaused", "Terminated", "Deleting"].includes(prev.reason!)) return "Resumed";
+  return prev.reason!;
+}
+
+/** The Pod to keep (on the box's current volumes) and the ones to delete. */
+function choosePod(pods: ObservedPod[], rootfs: string, workspace: string) {
+  const fits = (p: ObservedPod) =>
+    p.rootfsClaim === rootfs &&
+    p.workspaceClaim === workspace &&
+    p.phase !== "Failed" &&
+    p.phase !== "Succeeded";
+  const good = pods.filter(fits);
+  const keep = good[0];
+  return { keep, remove: pods.filter(p => p !== keep) };
+}
+
+const isRunning = (p: ObservedPod) => p.phase === "Running" && p.ready && Boolean(p.podIP);
+
+function runningFields(
+  pod: ObservedPod,
+  volumes: { rootfsPVCName: string; workspacePVCName: string },
+  generation: number,
+) {
+  return {
+    phase: "Running" as const,
+    podName: pod.name,
+    podIP: pod.podIP,
+    ...volumes,
+    rootfsGeneration: generation,
+  };
+}
+
+function runningMessage(reason: PodBoxReason, generation: number): string {
+  switch (reason) {
+    case "RootFSReset":
+      return `running on a new rootfs (generation ${generation}); workspace kept`;
+    case "ForkCloned":
+      return "running on volumes cloned from the parent";
+    case "Resumed":
+      return "resumed on its volumes";
+    case "WarmPoolClaimed":
+      return "running on a claimed warm standby";
+    default:
+      return "running";
+  }
+}
+
+/** Assembles the plan: the full status (with observedGeneration, Ready) and the events. */
+function plan(
+  o: BoxObservation,
+  actions: ObjectAction[],
+  out: Outcome,
+  requeueAfterMs?: number,
+): BoxPlan {
+  const prev = o.box.status ?? {};
+  const envdPort = o.template?.spec.envdPort;
+  const poddURL =
+    out.phase === "Running" && out.podIP
+      ? `http://${out.podIP}:${envdPort ?? DEFAULT_ENVD_PORT}`
+      : undefined;
+  const ready = readyCondition(
+    prev.conditions,
+    out.phase === "Running",
+    o.box.generation,
+    o.now,
+    out.reason,
+    out.message,
+  );
+  const status: PodBoxStatus = clean({
+    phase: out.phase,
+    podName: out.podName,
+    podIP: out.podIP,
+    poddURL,
+    rootfsPVCName: out.rootfsPVCName,
+    workspacePVCName: out.workspacePVCName,
+    rootfsGeneration: out.rootfsGeneration,
+    templateName: o.template?.name ?? prev.templateName,
+    reason: out.reason,
+    message: out.message,
+    lastActivityAt:
+      out.lastActivityAt ??
+      (out.phase === "Running" && prev.phase !== "Running"
+        ? o.now
+        : latest(prev.lastActivityAt, o.box.lastActivityAnnotation)),
+    observedGeneration: o.box.generation,
+    conditions: [ready, ...(prev.conditions ?? []).filter(c => c.type !== "Ready")],
+  });
+  const events: BoxEvent[] =
+    prev.phase !== status.phase || prev.reason !== status.reason
+      ? [
+          {
+            type: PROBLEMS.includes(out.reason) ? "Warning" : "Normal",
+            reason: out.reason,
+            message: `${out.phase}: ${out.message}`,
+          },
+        ]
+      : [];
+  return { actions, status, events, ...(requeueAfterMs ? { requeueAfterMs } : {}) };
+}
+
+/** The later of two RFC 3339 times (an unparsable one is ignored). */
+function latest(a?: string, b?: string): string | undefined {
+  const ta = a ? Date.parse(a) : NaN;
+  const tb = b ? Date.parse(b) : NaN;
+  if (isNaN(tb)) return isNaN(ta) ? undefined : a;
+  if (isNaN(ta)) return b;
+  return tb > ta ? b : a;
+}
+
+function clean<T extends object>(o: T): T {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as T;
+}

@@ -1,0 +1,176 @@
+import type { kind } from "pepr";
+import { podBoxSpecSchema } from "../api/podbox";
+import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import type { ApiClient } from "../client/api-client";
+import { paths } from "../client/paths";
+import { validatePodTemplate } from "../admission/rules";
+import {
+  LABEL_BOX,
+  LABEL_ROOTFS_GENERATION,
+  LABEL_VOLUME,
+  LABEL_VOLUME_KEY,
+} from "../manifests/labels";
+import { ANNOTATION_LAST_ACTIVITY } from "../reaper/activity";
+import type { TemplateRef } from "../manifests/types";
+import type {
+  BoxObservation,
+  NameConflict,
+  ObservedParent,
+  ObservedPod,
+  ObservedPVC,
+} from "./types";
+import { PermanentError } from "../kit/api-errors";
+import { kubeTime } from "../kit/conditions";
+import { isPodReady } from "../kit/pod-ready";
+
+/**
+ * Reads everything one reconcile of a box looks at, straight from the API server: the box, its
+ * template, its Pods and PVCs (by its box label; by volume key as well when it re-attaches, or
+ * when its Pod is a claimed standby whose PVCs are not handed over yet) and, for a fork that has
+ * not run yet, its parent. Independent reads go out together. With `fromCache` the lists come
+ * from the API server's watch cache (see {@link ApiClient.list}). `conflict` is a name found taken
+ * by the previous pass of the same reconcile; it goes into the observation as it is.
+ */
+export async function observeBox(
+  client: ApiClient,
+  box: PodBox,
+  {
+    fromCache = false,
+    conflict,
+    now = new Date(),
+  }: { fromCache?: boolean; conflict?: NameConflict; now?: Date } = {},
+): Promise<BoxObservation> {
+  const namespace = box.metadata!.namespace!;
+  const name = box.metadata!.name!;
+  const uid = box.metadata!.uid!;
+  const parsed = podBoxSpecSchema.safeParse(box.spec);
+  if (!parsed.success) throw new PermanentError(`stored spec is invalid: ${parsed.error.message}`);
+  const spec = parsed.data;
+  const status = box.status ?? {};
+  const needParent = Boolean(spec.forkFrom) && status.rootfsGeneration === undefined;
+
+  const pvcsWithLabel = (label: string, value: string) =>
+    client.list<kind.PersistentVolumeClaim>(paths.pvcs(namespace), `${label}=${value}`, {
+      fromCache,
+    });
+  const [template, pods, pvcs, kept, parent] = await Promise.all([
+    getTemplate(client, namespace, spec.templateRef, spec.warmPoolRef, status.templateName),
+    client.list<kind.Pod>(paths.pods(namespace), `${LABEL_BOX}=${name}`, { fromCache }),
+    pvcsWithLabel(LABEL_BOX, name),
+    spec.volumeKey ? pvcsWithLabel(LABEL_VOLUME_KEY, spec.volumeKey) : undefined,
+    needParent ? getParent(client, namespace, spec.forkFrom!) : Promise.resolve(undefined),
+  ]);
+  const all = new Map(pvcs.concat(kept ?? []).map(p => [p.metadata!.name!, p]));
+  // A claimed standby's Pod whose PVCs still carry the pool's labels.
+  const podKeys = new Set(pods.map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]));
+  for (const k of podKeys) {
+    if (
+      !k ||
+      k === spec.volumeKey ||
+      [...all.values()].some(p => p.metadata?.labels?.[LABEL_VOLUME_KEY] === k)
+    )
+      continue;
+    for (const p of await pvcsWithLabel(LABEL_VOLUME_KEY, k)) all.set(p.metadata!.name!, p);
+  }
+
+  return {
+    box: {
+      name,
+      namespace,
+      uid,
+      generation: box.metadata?.generation ?? 0,
+      spec,
+      status,
+      deleting: Boolean(box.metadata?.deletionTimestamp),
+      lastActivityAnnotation: box.metadata?.annotations?.[ANNOTATION_LAST_ACTIVITY],
+    },
+    template,
+    pods: pods.map(observedPod),
+    pvcs: [...all.values()].flatMap(p => observedPVC(p, uid)),
+    parent,
+    ...(conflict ? { conflict } : {}),
+    now: kubeTime(now),
+  };
+}
+
+/**
+ * The box's template: its own, else its pool's, else (the pool gone) the one it was last built
+ * from, so that a claimed box outlives its pool.
+ */
+async function getTemplate(
+  client: ApiClient,
+  namespace: string,
+  templateRef: string | undefined,
+  warmPoolRef: string | undefined,
+  lastBuiltFrom: string | undefined,
+): Promise<TemplateRef | undefined> {
+  let name = templateRef;
+  if (!name && warmPoolRef) {
+    const pool = await client.get<PodWarmPool>(paths.podWarmPools(namespace, warmPoolRef));
+    name = pool?.spec?.templateRef ?? lastBuiltFrom;
+  }
+  if (!name) return undefined;
+  const tpl = await client.get<CubePodTemplate>(paths.podTemplates(namespace, name));
+  if (!tpl) return undefined;
+  const verdict = validatePodTemplate(tpl.spec);
+  if (!verdict.ok)
+    throw new PermanentError(`PodTemplate ${name} is invalid: ${verdict.errors.join("; ")}`);
+  return { name, spec: verdict.spec };
+}
+
+async function getParent(
+  client: ApiClient,
+  namespace: string,
+  name: string,
+): Promise<ObservedParent> {
+  const parent = await client.get<PodBox>(paths.podBoxes(namespace, name));
+  if (!parent) return { state: "missing" };
+  if (parent.metadata?.deletionTimestamp) return { state: "deleting" };
+  const { rootfsPVCName, workspacePVCName } = parent.status ?? {};
+  if (!rootfsPVCName || !workspacePVCName) return { state: "notReady" };
+  return { state: "ready", rootfsPVCName, workspacePVCName };
+}
+
+/** A sandbox Pod as the decisions see it (pure). */
+export function observedPod(p: kind.Pod): ObservedPod {
+  const claims = (p.spec?.volumes ?? []).map(v => v.persistentVolumeClaim?.claimName);
+  const vol = (n: string) =>
+    p.spec?.volumes?.find(v => v.name === n)?.persistentVolumeClaim?.claimName ?? claims[0];
+  return {
+    name: p.metadata!.name!,
+    phase: p.status?.phase,
+    podIP: p.status?.podIP,
+    ready: isPodReady(p),
+    deleting: Boolean(p.metadata?.deletionTimestamp),
+    rootfsClaim: vol("rootfs"),
+    workspaceClaim: vol("workspace"),
+    volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
+  };
+}
+
+/**
+ * A PVC as the decisions see it, with whose controller it is (pure); none for a PVC without a
+ * CubePod volume role.
+ */
+export function observedPVC(p: kind.PersistentVolumeClaim, boxUid: string): ObservedPVC[] {
+  const role = p.metadata?.labels?.[LABEL_VOLUME];
+  if (role !== "rootfs" && role !== "workspace") return [];
+  const controller = p.metadata?.ownerReferences?.find(r => r.controller);
+  const gen = Number(p.metadata?.labels?.[LABEL_ROOTFS_GENERATION]);
+  return [
+    {
+      name: p.metadata!.name!,
+      role,
+      generation: role === "rootfs" && gen > 0 ? gen : undefined,
+      deleting: Boolean(p.metadata?.deletionTimestamp),
+      volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
+      owner: !controller
+        ? "none"
+        : controller.uid === boxUid
+          ? "this"
+          : controller.kind === "PodWarmPool"
+            ? "pool"
+            : "other",
+    },
+  ];
+}

@@ -1,0 +1,283 @@
+import { a, Log } from "pepr";
+import type { V1ObjectMeta } from "@kubernetes/client-node";
+import type { PodBox } from "../api/kinds";
+import { paths } from "../client/paths";
+import { claimStandby, handOverVolumes } from "../claim/apply";
+import { claimedStatus } from "../claim/decide";
+import type { WarmClaims } from "../claim/warm-claims";
+import type { Standby } from "../claim/standby-index";
+import { NamespaceTerminatingError, PermanentError } from "../kit/api-errors";
+import { kubeTime } from "../kit/conditions";
+import { applyAction, ActionContext, ObjectAction } from "../kit/object-actions";
+import { objectKey } from "../kit/object-key";
+import type { WorkQueue, WorkResult } from "../kit/work-queue";
+import { WriteEchoes } from "../kit/write-echoes";
+import { LABEL_BOX } from "../manifests/labels";
+import { isControlledBy } from "../manifests/owner";
+import {
+  claimDuration,
+  countTransition,
+  reconcileDuration,
+  reconcileErrors,
+} from "../metrics/registry";
+import type { PoolReconciler } from "../pool/reconciler";
+import {
+  addFinalizer,
+  BoxEventRecorder,
+  hasFinalizer,
+  removeFinalizer,
+  writeBoxStatus,
+} from "./apply";
+import { decideBox, readsFromCache } from "./decide";
+import { observeBox } from "./observe";
+import type { BoxPlan, NameConflict } from "./types";
+
+/** Passes of one reconcile: from the cache, consistent, with the conflict found. */
+const MAX_PASSES = 3;
+
+export type BoxReconcilerDeps = ActionContext & {
+  queue: WorkQueue;
+  /** The time observations and claimed statuses are stamped with. */
+  clock: () => Date;
+  claims: WarmClaims;
+  pools: Pick<PoolReconciler, "templateOf" | "replenishSoon">;
+  events: BoxEventRecorder;
+};
+
+/**
+ * Reconciles PodBoxes: every event about a box (the box, its Pod, its template, the reaper) goes
+ * through one lane of the queue, and each run reads the box afresh, decides and applies. A new
+ * box of a warm pool first tries to claim a standby (see {@link claim}).
+ */
+export class BoxReconciler {
+  /** Box versions this reconciler wrote: their watch events need no reconcile. */
+  readonly #writes = new WriteEchoes();
+
+  constructor(private readonly deps: BoxReconcilerDeps) {}
+
+  /** A watch event of the box: a claim jumps the queue; the echo of our own write is dropped. */
+  onBoxEvent(box: PodBox): void {
+    const { claims, queue } = this.deps;
+    const key = objectKey(box.metadata!.namespace!, box.metadata!.name!);
+    claims.settled(box);
+    this.#writes.unlessEcho(key, box.metadata?.resourceVersion, () => {
+      if (claims.consider(key, box, performance.now())) queue.addFirst(key);
+      else this.reconcileSoon(key);
+    });
+  }
+
+  /**
+   * A watch event of a sandbox Pod: its box looks again, unless the event is the echo of the
+   * claim that gave the Pod to the box.
+   */
+  onPodEvent(pod: a.Pod, deleted: boolean): void {
+    const namespace = pod.metadata?.namespace;
+    const boxName = pod.metadata?.labels?.[LABEL_BOX];
+    if (!namespace || !boxName) return;
+    const podKey = objectKey(namespace, pod.metadata!.name!);
+    const enqueue = () => this.reconcileSoon(objectKey(namespace, boxName));
+    const podWrites = this.deps.claims.podWrites;
+    // A Pod on its way out has no echo left to recognise (and claimed Pods' names are unique).
+    if (deleted || pod.metadata?.deletionTimestamp) {
+      podWrites.forget(podKey);
+      enqueue();
+    } else podWrites.unlessEcho(podKey, pod.metadata?.resourceVersion, enqueue);
+  }
+
+  /** Asks for a full reconcile of the box: something about it changed. */
+  reconcileSoon(key: string): void {
+    this.deps.claims.eventCame(key);
+    this.deps.queue.add(key);
+  }
+
+  /**
+   * One reconcile of a box: a waiting claim, or the finish of a claim, first. Otherwise: add the
+   * finalizer if it is missing, observe, decide, apply the actions in order (PVCs before the Pod),
+   * write the status when it changed, record the transition as an Event, and drop the finalizer
+   * once a deletion is cleaned up. Errors a retry cannot fix end in `phase: Failed`; the others
+   * are thrown, and the queue retries them with backoff. A create refused because the namespace
+   * is being deleted ends the reconcile quietly: the box is deleted next.
+   */
+  async reconcile(key: string): Promise<WorkResult> {
+    const { claims, client, events } = this.deps;
+    const candidate = claims.takeCandidate(key);
+    if (candidate) {
+      if (await this.#claim(key, candidate.box, candidate.at)) return;
+      // No standby: back in line, to wait its turn for a cold start.
+      return { requeueAfterMs: 0 };
+    }
+    const unfinished = claims.takeUnfinished(key);
+    if (unfinished) {
+      // A failed finish is redone by the full reconcile, from what it reads.
+      const finished = await this.#finishClaim(key, unfinished.box, unfinished.standby).then(
+        () => true,
+        e => (Log.debug({ box: key, error: String(e) }, "claim not finished; reconciling"), false),
+      );
+      if (finished && unfinished.finishOnly) return;
+    }
+
+    const [namespace, name] = key.split("/");
+    const box = await client.get<PodBox>(paths.podBoxes(namespace, name));
+    if (!box) {
+      this.#writes.forget(key);
+      return;
+    }
+    const end = reconcileDuration.startTimer({ kind: "PodBox" });
+    try {
+      // Before anything is created for the box, so that a deletion always finds it held.
+      if (!hasFinalizer(box)) await this.#writes.during(key, () => addFinalizer(client, box));
+      const plan = await this.#observeDecideApply(box);
+      const rv = await this.#writes.during(key, () => writeBoxStatus(client, box, plan.status));
+      // A transition is counted once, when its reason first appears.
+      if (rv && plan.status.reason !== box.status?.reason && plan.status.reason) {
+        countTransition(plan.status.reason, { namespace });
+      }
+      for (const event of plan.events) events.record(box, event);
+      if (plan.cleanupDone) await removeFinalizer(client, box);
+      return plan.requeueAfterMs !== undefined
+        ? { requeueAfterMs: plan.requeueAfterMs }
+        : undefined;
+    } catch (e) {
+      if (e instanceof NamespaceTerminatingError) {
+        Log.debug({ box: key, error: e.message }, "namespace is being deleted; nothing to do");
+        return;
+      }
+      if (!(e instanceof PermanentError)) throw e;
+      reconcileErrors.inc({ kind: "PodBox", permanent: "true" });
+      Log.warn({ box: key, error: e.message }, "PodBox failed permanently");
+      const failed = {
+        ...box.status,
+        phase: "Failed" as const,
+        reason: "APIError" as const,
+        message: e.message,
+        observedGeneration: box.metadata?.generation,
+      };
+      await this.#writes.during(key, () => writeBoxStatus(client, box, failed));
+      events.record(box, { type: "Warning", reason: "APIError", message: e.message });
+    } finally {
+      end();
+    }
+  }
+
+  /**
+   * Observes the box, decides and applies, and returns the plan whose status is to be written.
+   * Its Pods and PVCs are read from the API server's watch cache when that is safe
+   * ({@link readsFromCache}). An action that finds its work done (a create that exists, a delete
+   * of what is gone) shows the read was outdated: the rest of the plan is dropped, and the box is
+   * read again consistently and decided anew. A create that still finds its object after a
+   * consistent read has met an object that is not the box's, or one it owns but no longer
+   * labels: only the first is a conflict, and the box is decided anew knowing it.
+   */
+  async #observeDecideApply(box: PodBox): Promise<BoxPlan> {
+    const { namespace, name } = box.metadata!;
+    let fromCache = readsFromCache({
+      name: name!,
+      volumeKey: box.spec?.volumeKey,
+      deleting: Boolean(box.metadata?.deletionTimestamp),
+      workspacePVCName: box.status?.workspacePVCName,
+    });
+    let conflict: NameConflict | undefined;
+    for (let pass = 1; ; pass++) {
+      const observation = await observeBox(this.deps.client, box, {
+        fromCache,
+        conflict,
+        now: this.deps.clock(),
+      });
+      const plan = decideBox(observation);
+      const stopped = await this.#applyUntilOutdated(box, plan.actions, fromCache);
+      if (!stopped) return plan;
+      if (pass === MAX_PASSES) {
+        throw new Error(
+          `the objects of PodBox ${namespace}/${name} kept changing during its reconcile`,
+        );
+      }
+      conflict ??= stopped.conflict;
+      fromCache = false;
+    }
+  }
+
+  /**
+   * Applies the actions in order, and stops at the first that shows the plan was decided on an
+   * outdated read; returns that stop (with the conflict it found, if any), or undefined when
+   * every action was applied. After a consistent read, only a create whose object is not the
+   * box's (or is gone again) stops.
+   */
+  async #applyUntilOutdated(
+    box: PodBox,
+    actions: ObjectAction[],
+    fromCache: boolean,
+  ): Promise<{ conflict?: NameConflict } | undefined> {
+    const { namespace, name, uid } = box.metadata!;
+    for (const action of actions) {
+      if (await applyAction(this.deps, namespace!, name!, action)) continue;
+      if (fromCache) return {};
+      const wanted = nameTaken(action);
+      if (!wanted) continue;
+      const at = wanted.kind === "Pod" ? paths.pods : paths.pvcs;
+      const found = await this.deps.client.get<{ metadata?: V1ObjectMeta }>(
+        at(namespace!, wanted.name),
+      );
+      if (!found) return {};
+      if (!isControlledBy(found.metadata, uid!)) return { conflict: wanted };
+    }
+    return undefined;
+  }
+
+  /**
+   * The warm claim: true when the box now runs on a standby. Its urgent part is two writes, the
+   * standby's Pod and then the box status, with no read. The rest ({@link #finishClaim}) waits
+   * until claims are quiet and runs before anything else the box's lane does. Until then the box
+   * is safe without it: deleting the box takes the standby's Pod, and the pool removes the PVCs
+   * it leaves; deleting the pool leaves the PVCs, which the claimed Pod also owns; a restart
+   * reconciles every box, which finishes the claim from what it reads.
+   */
+  async #claim(key: string, box: PodBox, since: number): Promise<boolean> {
+    const { claims, client, pools } = this.deps;
+    const namespace = box.metadata!.namespace!;
+    const pool = box.spec!.warmPoolRef!;
+    const poolKey = objectKey(namespace, pool);
+    const current = pools.templateOf(poolKey);
+    // Writes that can wait do so until claims are quiet, and a pool's refill writes wait while
+    // one is in flight.
+    const standby = await claims.activity.during(async () => {
+      const s = await claimStandby(client, box, claims.standbys, current?.hash, claims.podWrites);
+      if (!s) return undefined;
+      const status = claimedStatus(box, s, current, kubeTime(this.deps.clock()));
+      await this.#writes.during(key, () => writeBoxStatus(client, box, status));
+      return s;
+    });
+    pools.replenishSoon(poolKey);
+    if (!standby) return false;
+    claimDuration.observe((performance.now() - since) / 1000);
+    countTransition("WarmPoolClaimed", { namespace, pool });
+    claims.claimed(key, { box, standby });
+    return true;
+  }
+
+  /**
+   * The end of a claim: the cleanup finalizer and the PVC handover, together, then the Event.
+   * Their order does not matter: a claimed box deleted before its finalizer lands takes its
+   * volumes along (garbage collection, as their owner is gone), as the finalizer's cleanup would.
+   */
+  async #finishClaim(key: string, box: PodBox, standby: Standby): Promise<void> {
+    const { client, events } = this.deps;
+    await Promise.all([
+      hasFinalizer(box) ? undefined : this.#writes.during(key, () => addFinalizer(client, box)),
+      handOverVolumes(client, box, standby),
+    ]);
+    events.record(box, {
+      type: "Normal",
+      reason: "WarmPoolClaimed",
+      message: `Running: claimed warm standby ${standby.name} of PodWarmPool ${standby.pool}`,
+    });
+  }
+}
+
+/** The kind and name a create action takes, or undefined for the other actions. */
+function nameTaken(action: ObjectAction): NameConflict | undefined {
+  if (action.type === "createPod") return { kind: "Pod", name: action.pod.metadata!.name! };
+  if (action.type === "createPVC") {
+    return { kind: "PersistentVolumeClaim", name: action.pvc.metadata!.name! };
+  }
+  return undefined;
+}

@@ -1,0 +1,82 @@
+import type { PodBoxReason, PodBoxSpec, PodBoxStatus } from "../api/podbox";
+import type { ObjectAction } from "../kit/object-actions";
+import type { TemplateRef } from "../manifests/types";
+
+/** A sandbox Pod as the decisions need it. */
+export type ObservedPod = {
+  name: string;
+  phase?: string;
+  podIP?: string;
+  ready: boolean;
+  deleting: boolean;
+  rootfsClaim?: string;
+  workspaceClaim?: string;
+  /** Its volume-key label: a claimed standby's Pod names the standby's volumes. */
+  volumeKey?: string;
+};
+
+/** A PVC of the box's volume key. */
+export type ObservedPVC = {
+  name: string;
+  role: "rootfs" | "workspace";
+  generation?: number;
+  deleting: boolean;
+  /** Its volume-key label. */
+  volumeKey?: string;
+  /** Whose controller ownerReference it carries: this box, a warm pool, another object, none. */
+  owner: "this" | "pool" | "other" | "none";
+};
+
+/**
+ * An object the box must create whose name is taken by an object that is not the box's (no box
+ * label, another controller): found when the create was refused with 409 although a consistent
+ * read of the box's objects did not show it.
+ */
+export type NameConflict = { kind: "Pod" | "PersistentVolumeClaim"; name: string };
+
+/** The box named by `spec.forkFrom`, reduced to what a fork needs. */
+export type ObservedParent =
+  | { state: "missing" }
+  | { state: "deleting" }
+  | { state: "notReady" }
+  | { state: "ready"; rootfsPVCName: string; workspacePVCName: string };
+
+/** Everything one reconcile of a PodBox looks at, read from the API server. */
+export type BoxObservation = {
+  box: {
+    name: string;
+    namespace: string;
+    uid: string;
+    generation: number;
+    spec: PodBoxSpec;
+    status: PodBoxStatus;
+    deleting: boolean;
+    /** The last-activity annotation (see reaper/activity.ts). */
+    lastActivityAnnotation?: string;
+  };
+  /** undefined: the PodTemplate does not exist. */
+  template?: TemplateRef;
+  pods: ObservedPod[];
+  pvcs: ObservedPVC[];
+  /** Present when spec.forkFrom is set. */
+  parent?: ObservedParent;
+  /** A name the box needs that another object holds (see {@link NameConflict}). */
+  conflict?: NameConflict;
+  /** The time of the observation (RFC 3339), for conditions. */
+  now: string;
+};
+
+/** A Kubernetes Event about the box. */
+export type BoxEvent = { type: "Normal" | "Warning"; reason: PodBoxReason; message: string };
+
+/** What one reconcile decides. */
+export type BoxPlan = {
+  actions: ObjectAction[];
+  /** The status the box should have; written only when it differs from the observed one. */
+  status: PodBoxStatus;
+  events: BoxEvent[];
+  /** Look again after this long even without an event (waiting on something not watched). */
+  requeueAfterMs?: number;
+  /** Deletion only: everything is cleaned up, the finalizer may go. */
+  cleanupDone?: boolean;
+};

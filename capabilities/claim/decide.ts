@@ -1,0 +1,90 @@
+import { DEFAULT_ENVD_PORT } from "../api/common";
+import type { PodBox } from "../api/kinds";
+import type { PodBoxStatus } from "../api/podbox";
+import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
+import { boxOwnerRef } from "../manifests/owner";
+import type { Standby } from "./standby-index";
+
+/*
+ * The pure half of a warm claim (which box may claim, the write that claims, the status it gets);
+ * apply.ts applies it.
+ */
+
+/** A JSON-patch path segment (RFC 6901): label keys contain "/". */
+const escape = (key: string) => key.replaceAll("~", "~0").replaceAll("/", "~1");
+
+/**
+ * The claim itself: a JSON patch of the standby's Pod whose `test` of the resourceVersion the
+ * API server checks atomically, moving the Pod from the pool to the box (labels, owner).
+ */
+export function claimPatch(box: PodBox, s: Standby): object[] {
+  return [
+    { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
+    { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
+    { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
+    {
+      op: "replace",
+      path: "/metadata/ownerReferences",
+      value: [boxOwnerRef(box.metadata!.name!, box.metadata!.uid!)],
+    },
+  ];
+}
+
+/**
+ * True for a box that may claim a standby: new, meant to run, nothing of its own to keep. A box
+ * with the cleanup finalizer but no status has begun a cold start (the reconciler adds it before
+ * creating anything; a claim adds it only after the box status), so it must not claim any more.
+ */
+export function mayClaim(box: PodBox): boolean {
+  const spec = box.spec;
+  return Boolean(
+    spec?.warmPoolRef &&
+      !spec.forkFrom &&
+      !spec.volumeKey &&
+      (spec.desiredState ?? "Running") === "Running" &&
+      (spec.rootfsGeneration ?? 1) === 1 &&
+      !box.status?.phase &&
+      !box.metadata?.deletionTimestamp &&
+      !(box.metadata?.finalizers ?? []).includes(FINALIZER),
+  );
+}
+
+/** What a claim needs of its pool's template: its name and envd port. */
+export type PoolTemplate = { name: string; envdPort: number };
+
+/**
+ * The status of a box that has just claimed a standby: Running at once, on the standby's IP.
+ * `template` is the pool's, as its last reconcile saw it (unknown before that).
+ */
+export function claimedStatus(
+  box: PodBox,
+  s: Standby,
+  template: PoolTemplate | undefined,
+  now: string,
+): PodBoxStatus {
+  const message = `claimed warm standby ${s.name} of PodWarmPool ${s.pool}`;
+  return {
+    phase: "Running",
+    podName: s.name,
+    podIP: s.podIP,
+    poddURL: `http://${s.podIP}:${template?.envdPort || DEFAULT_ENVD_PORT}`,
+    rootfsPVCName: s.rootfsPVCName,
+    workspacePVCName: s.workspacePVCName,
+    rootfsGeneration: 1,
+    ...(template ? { templateName: template.name } : {}),
+    reason: "WarmPoolClaimed",
+    message,
+    lastActivityAt: now,
+    observedGeneration: box.metadata?.generation,
+    conditions: [
+      {
+        type: "Ready",
+        status: "True",
+        observedGeneration: box.metadata?.generation,
+        lastTransitionTime: now,
+        reason: "WarmPoolClaimed",
+        message,
+      },
+    ],
+  };
+}

@@ -1,0 +1,182 @@
+import type { ConnectionOptions } from "node:tls";
+import { Agent, request } from "undici";
+
+/** The user agent of every request but the watches (Pepr's and ours use the fluent client). */
+export const USER_AGENT = "cubepod";
+
+/**
+ * How often credentials are read again from the kubeconfig or the service account, so that a
+ * rotated token is picked up.
+ */
+const REFRESH_MS = 5 * 60_000;
+
+/** Where the API server is and how to authenticate to it. */
+export type Credentials = Pick<ConnectionOptions, "ca" | "cert" | "key"> & {
+  server: string;
+  /** The `Authorization` header (a bearer token), if any. */
+  authorization?: string;
+};
+
+/** Reads the credentials afresh: called at first use and every few minutes after. */
+export type CredentialSource = () => Promise<Credentials>;
+
+type Connection = { agent: Agent; server: string; headers: Record<string, string> };
+type Method = "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
+
+/** An error shaped like the fluent client's (a `status`), so callers handle both alike. */
+export class KubeError extends Error {
+  constructor(
+    readonly status: number,
+    readonly data: unknown,
+  ) {
+    super(`HTTP ${status}: ${(data as { message?: string })?.message ?? "no message"}`);
+  }
+}
+
+/**
+ * The module's client of the API server, for every request but the watches: one keep-alive
+ * connection pool. kubernetes-fluent-client builds a new connection for every request (see
+ * docs/upstream.md), so each call would pay a TLS handshake. Credentials come from `credentials`
+ * (in the module: the default kubeconfig or the in-cluster service account, kubeconfig.ts).
+ */
+export class ApiClient {
+  #connection?: Promise<Connection>;
+  #connectedAt = 0;
+
+  /**
+   * @param timeoutMs how long a request waits for its answer (headers, then between body
+   *   chunks); see `CUBEPOD_API_TIMEOUT_MS` in config.ts.
+   */
+  constructor(
+    private readonly timeoutMs: number,
+    private readonly credentials: CredentialSource,
+  ) {}
+
+  /** Sends one request; resolves with the decoded body, throws a {@link KubeError} on >= 400. */
+  async request<T = unknown>(
+    method: Method,
+    path: string,
+    body?: unknown,
+    contentType = "application/json",
+  ): Promise<T> {
+    const c = await this.#current();
+    const res = await request(`${c.server}${path}`, {
+      method,
+      dispatcher: c.agent,
+      headers: { ...c.headers, Accept: "application/json", "Content-Type": contentType },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+    const text = await res.body.text();
+    const data = text ? parseBody(text) : undefined;
+    if (res.statusCode >= 400) throw new KubeError(res.statusCode, data);
+    return data as T;
+  }
+
+  /** The object at `path`, or undefined when it does not exist (404). */
+  async get<T>(path: string): Promise<T | undefined> {
+    try {
+      return await this.request<T>("GET", path);
+    } catch (e) {
+      if (e instanceof KubeError && e.status === 404) return undefined;
+      throw e;
+    }
+  }
+
+  /**
+   * The items of a collection, optionally narrowed by a label selector. A consistent list by
+   * default; `fromCache` reads the API server's watch cache as it stands (`resourceVersion=0`),
+   * which holds every watch event the module has received but may miss its own latest writes.
+   */
+  async list<T>(path: string, labelSelector?: string, { fromCache = false } = {}): Promise<T[]> {
+    const params = new URLSearchParams();
+    if (labelSelector) params.set("labelSelector", labelSelector);
+    if (fromCache) params.set("resourceVersion", "0");
+    const query = params.size > 0 ? `?${params}` : "";
+    const list = await this.request<{ items?: T[] }>("GET", `${path}${query}`);
+    return list.items ?? [];
+  }
+
+  /** Creates an object in a collection; resolves with the stored object. */
+  create<T>(path: string, obj: T): Promise<T> {
+    return this.request<T>("POST", path, obj);
+  }
+
+  /** Deletes an object; with a resourceVersion, only while it is still at it (else 409). */
+  delete(path: string, resourceVersion?: string): Promise<unknown> {
+    const options = resourceVersion
+      ? { apiVersion: "v1", kind: "DeleteOptions", preconditions: { resourceVersion } }
+      : undefined;
+    return this.request("DELETE", path, options);
+  }
+
+  /** A merge patch (RFC 7386) of an object. */
+  mergePatch<T = unknown>(path: string, patch: object): Promise<T> {
+    return this.request<T>("PATCH", path, patch, "application/merge-patch+json");
+  }
+
+  /** A JSON patch (RFC 6902) of an object. */
+  jsonPatch<T = unknown>(path: string, ops: object[]): Promise<T> {
+    return this.request<T>("PATCH", path, ops, "application/json-patch+json");
+  }
+
+  /** A merge patch of an object's status subresource. */
+  mergePatchStatus<T>(path: string, status: unknown): Promise<T> {
+    return this.request<T>("PATCH", `${path}/status`, { status }, "application/merge-patch+json");
+  }
+
+  /** A server-side apply of `obj` by the field manager `cubepod`. */
+  apply<T>(path: string, obj: object): Promise<T> {
+    return this.request<T>(
+      "PATCH",
+      `${path}?fieldManager=${USER_AGENT}`,
+      obj,
+      "application/apply-patch+yaml",
+    );
+  }
+
+  /** Resolves when the API server reports itself ready (`/readyz`), throws otherwise. */
+  async ready(): Promise<void> {
+    const c = await this.#current();
+    const res = await request(`${c.server}/readyz`, { dispatcher: c.agent, headers: c.headers });
+    const text = await res.body.text();
+    if (res.statusCode !== 200) throw new KubeError(res.statusCode, { message: text.trim() });
+  }
+
+  #current(): Promise<Connection> {
+    if (!this.#connection || Date.now() - this.#connectedAt > REFRESH_MS) {
+      const previous = this.#connection;
+      this.#connectedAt = Date.now();
+      this.#connection = this.#connect();
+      // The old pool closes once its requests are done.
+      void previous?.then(c => c.agent.close()).catch(() => undefined);
+    }
+    return this.#connection;
+  }
+
+  async #connect(): Promise<Connection> {
+    const { server, ca, cert, key, authorization } = await this.credentials();
+    // Audit logs and API priority and fairness see CubePod's own requests under its own name.
+    const headers: Record<string, string> = { "User-Agent": USER_AGENT };
+    if (authorization) headers.Authorization = authorization;
+    return {
+      agent: new Agent({
+        keepAliveTimeout: 60_000,
+        connections: 16,
+        connect: { ca, cert, key },
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
+      }),
+      server: server.replace(/\/$/, ""),
+      headers,
+    };
+  }
+}
+
+/** A response body: JSON, or (an error from a proxy in between) its text as the message. */
+function parseBody(text: string): unknown {
+  try {
+    return JSON.parse(text);
+  } catch {
+    return { message: text.trim() };
+  }
+}

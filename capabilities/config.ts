@@ -1,0 +1,216 @@
+/**
+ * Every setting of the module, read from the environment once at start and validated: a bad value
+ * stops the module with a message naming the variable, instead of turning into `NaN` somewhere.
+ * `docs/configuration.md` is checked against {@link SETTINGS} by a unit test.
+ */
+
+/** The object actions a failpoint can stop after (see {@link Config.failpoint}). */
+export const FAILPOINT_ACTIONS = [
+  "createPVC",
+  "createPod",
+  "addPodOwner",
+  "deletePod",
+  "deletePVC",
+  "adoptPVC",
+  "orphanPVC",
+] as const;
+export type FailpointAction = (typeof FAILPOINT_ACTIONS)[number];
+
+/** A test hook: stop after the n-th action of a type, or keep the standby index deaf. */
+export type Failpoint =
+  | { kind: "afterAction"; action: FailpointAction; count: number }
+  | { kind: "standbyWatchLags" };
+
+/** Waiting for a quiet moment between warm claims: at least `quietMs`, at most `maxDelayMs`. */
+export type QuietWindow = { quietMs: number; maxDelayMs: number };
+
+export type Config = {
+  reconcileConcurrency: number;
+  claimConcurrency: number;
+  replenish: QuietWindow;
+  apiTimeoutMs: number;
+  events: QuietWindow;
+  claimFinish: QuietWindow;
+  reaperIntervalSeconds: number;
+  metricsPort: number;
+  metricsHost: string;
+  failpoint?: Failpoint;
+};
+
+type Env = Record<string, string | undefined>;
+
+/** One setting: its variable, its default as written in the environment, and what it sets. */
+export type Setting = { variable: string; default: string; description: string };
+
+type IntRule = { variable: string; default: number; min: number; max?: number; doc: string };
+
+const INTS = {
+  reconcileConcurrency: {
+    variable: "CUBEPOD_RECONCILE_CONCURRENCY",
+    default: 8,
+    min: 1,
+    doc: "box reconciles at once (cold starts, pauses, deletions...)",
+  },
+  claimConcurrency: {
+    variable: "CUBEPOD_CLAIM_CONCURRENCY",
+    default: 16,
+    min: 0,
+    doc: "extra slots only warm claims may use, so that a burst of cold starts does not delay them",
+  },
+  replenishQuietMs: {
+    variable: "CUBEPOD_REPLENISH_DELAY_MS",
+    default: 1000,
+    min: 0,
+    doc: "quiet time after a pool's claims and standby events before it is replenished",
+  },
+  replenishMaxDelayMs: {
+    variable: "CUBEPOD_REPLENISH_MAX_DELAY_MS",
+    default: 2000,
+    min: 0,
+    doc: "the longest a replenishment waits for that quiet; a pool refills its replicas once per this time under a steady stream of claims",
+  },
+  apiTimeoutMs: {
+    variable: "CUBEPOD_API_TIMEOUT_MS",
+    default: 65_000,
+    min: 1,
+    doc: "the longest an API request (not a watch) waits for an answer; above the API server's own 60 s limit, so only a dead connection reaches it",
+  },
+  eventQuietMs: {
+    variable: "CUBEPOD_EVENT_QUIET_MS",
+    default: 100,
+    min: 0,
+    doc: "Events wait until no warm claim has started for this long",
+  },
+  eventMaxDelayMs: {
+    variable: "CUBEPOD_EVENT_MAX_DELAY_MS",
+    default: 5000,
+    min: 0,
+    doc: "the longest an Event waits for that quiet",
+  },
+  claimFinishQuietMs: {
+    variable: "CUBEPOD_CLAIM_FINISH_QUIET_MS",
+    default: 100,
+    min: 0,
+    doc: "a warm claim's finalizer and PVC handover wait until claims are quiet this long",
+  },
+  claimFinishMaxDelayMs: {
+    variable: "CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS",
+    default: 15_000,
+    min: 0,
+    doc: "the longest they wait for that quiet",
+  },
+  reaperIntervalSeconds: {
+    variable: "CUBEPOD_REAPER_INTERVAL_SECONDS",
+    default: 10,
+    // Pepr's OnSchedule refuses shorter intervals, and throws from a timer.
+    min: 10,
+    doc: "the reaper's period (Pepr refuses less than 10)",
+  },
+  metricsPort: {
+    variable: "CUBEPOD_METRICS_PORT",
+    default: 8081,
+    min: 1,
+    max: 65_535,
+    doc: "the port of `/metrics` and `/healthz`",
+  },
+} satisfies Record<string, IntRule>;
+
+const METRICS_HOST = "CUBEPOD_METRICS_HOST";
+const FAILPOINT = "CUBEPOD_FAILPOINT";
+
+/** The settings as documented: every variable the module reads, with its default. */
+export const SETTINGS: Setting[] = [
+  ...Object.values(INTS).map(r => ({
+    variable: r.variable,
+    default: String(r.default),
+    description: r.doc,
+  })),
+  {
+    variable: METRICS_HOST,
+    default: "`0.0.0.0` in a cluster, `127.0.0.1` elsewhere",
+    description: "the address `/metrics` and `/healthz` listen on",
+  },
+  {
+    variable: FAILPOINT,
+    default: "unset",
+    description:
+      "tests only: `<action>:<n>` stops the reconciler dead after the n-th action of that type (as a crash would); `standby-watch-lags` keeps the standby index deaf to its watch",
+  },
+];
+
+/** A setting that cannot be used; the message names the variable. */
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n  ${problems.join("\n  ")}`);
+  }
+}
+
+/**
+ * Reads and validates the configuration; throws a {@link ConfigError} listing every bad
+ * setting at once. An unset or empty variable takes its default.
+ */
+export function loadConfig(env: Env = process.env): Config {
+  const problems: string[] = [];
+  const int = (r: IntRule): number => {
+    const raw = env[r.variable]?.trim();
+    if (raw === undefined || raw === "") return r.default;
+    const n = /^-?\d+$/.test(raw) ? Number(raw) : NaN;
+    const range = r.max === undefined ? `>= ${r.min}` : `from ${r.min} to ${r.max}`;
+    if (!Number.isSafeInteger(n) || n < r.min || (r.max !== undefined && n > r.max)) {
+      problems.push(`${r.variable}: expected an integer ${range}, got ${JSON.stringify(raw)}`);
+      return r.default;
+    }
+    return n;
+  };
+  const v = Object.fromEntries(Object.entries(INTS).map(([k, r]) => [k, int(r)])) as Record<
+    keyof typeof INTS,
+    number
+  >;
+
+  const window = (quiet: IntRule, max: IntRule, q: number, m: number): QuietWindow => {
+    if (m < q) {
+      problems.push(`${max.variable}: must not be less than ${quiet.variable} (${m} < ${q})`);
+    }
+    return { quietMs: q, maxDelayMs: m };
+  };
+
+  const config: Config = {
+    reconcileConcurrency: v.reconcileConcurrency,
+    claimConcurrency: v.claimConcurrency,
+    replenish: window(
+      INTS.replenishQuietMs,
+      INTS.replenishMaxDelayMs,
+      v.replenishQuietMs,
+      v.replenishMaxDelayMs,
+    ),
+    apiTimeoutMs: v.apiTimeoutMs,
+    events: window(INTS.eventQuietMs, INTS.eventMaxDelayMs, v.eventQuietMs, v.eventMaxDelayMs),
+    claimFinish: window(
+      INTS.claimFinishQuietMs,
+      INTS.claimFinishMaxDelayMs,
+      v.claimFinishQuietMs,
+      v.claimFinishMaxDelayMs,
+    ),
+    reaperIntervalSeconds: v.reaperIntervalSeconds,
+    metricsPort: v.metricsPort,
+    metricsHost:
+      env[METRICS_HOST]?.trim() || (env.KUBERNETES_SERVICE_HOST ? "0.0.0.0" : "127.0.0.1"),
+    failpoint: parseFailpoint(env[FAILPOINT]?.trim(), problems),
+  };
+  if (problems.length > 0) throw new ConfigError(problems);
+  return config;
+}
+
+function parseFailpoint(raw: string | undefined, problems: string[]): Failpoint | undefined {
+  if (!raw) return undefined;
+  if (raw === "standby-watch-lags") return { kind: "standbyWatchLags" };
+  const [action, count = "1", ...rest] = raw.split(":");
+  const n = /^\d+$/.test(count) ? Number(count) : NaN;
+  if (rest.length > 0 || !FAILPOINT_ACTIONS.includes(action as FailpointAction) || !(n >= 1)) {
+    problems.push(
+      `${FAILPOINT}: expected "<action>:<n>" (action one of ${FAILPOINT_ACTIONS.join(", ")}; n >= 1) or "standby-watch-lags", got ${JSON.stringify(raw)}`,
+    );
+    return undefined;
+  }
+  return { kind: "afterAction", action: action as FailpointAction, count: n };
+}

@@ -1,0 +1,136 @@
+import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
+import type { ApiClient } from "../client/api-client";
+import { paths } from "../client/paths";
+import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
+import { podOwnerRef } from "../manifests/owner";
+import type { Owner } from "../manifests/types";
+import {
+  describeError,
+  isNamespaceTerminating,
+  isRetryable,
+  NamespaceTerminatingError,
+  PermanentError,
+  statusOf,
+} from "./api-errors";
+import type { Failpoints } from "./failpoint";
+
+/** One change to a Pod or PVC that a box or pool decision asks for. */
+export type ObjectAction =
+  | { type: "createPVC"; pvc: V1PersistentVolumeClaim }
+  | { type: "createPod"; pod: V1Pod }
+  /**
+   * With a resourceVersion, the delete holds only while the Pod is as observed: a pool removing a
+   * standby must not delete one a box claimed meanwhile.
+   */
+  | { type: "deletePod"; name: string; resourceVersion?: string }
+  | { type: "deletePVC"; name: string }
+  /** Make the box the PVC's owner (re-attached volumes, a claimed standby's). */
+  | { type: "adoptPVC"; name: string; owner: Owner }
+  /** Drop the box from the PVC's owners, so that garbage collection keeps it. */
+  | { type: "orphanPVC"; name: string }
+  /**
+   * Add a pool standby's Pod to its PVC's owners, if the PVC still has exactly `owners`: a
+   * claimed standby's PVCs then outlive their pool until the box takes them over. The Pod's uid
+   * is the observed one, or the one its create in the same reconcile returned.
+   */
+  | { type: "addPodOwner"; name: string; owners: Owner[]; pod: string; podUid?: string };
+
+/** What applying actions needs: the client, and the failpoints of restart-safety tests. */
+export type ActionContext = { client: ApiClient; failpoints: Failpoints };
+
+/**
+ * Applies one action of the box or pool `ownerName`. Creating what exists (409) and deleting what
+ * is gone (404) count as done, so an action replayed after a restart is harmless; such an action
+ * resolves to false (it found its work done: whoever decided on it read an outdated state), the
+ * others to true. A create refused because the namespace is being deleted throws
+ * {@link NamespaceTerminatingError}. Other errors a retry cannot fix become
+ * {@link PermanentError}s; the rest are thrown as they are, for the queue to retry.
+ * `createdPods` (name to uid) collects the Pods created, for a later `addPodOwner` of the same
+ * plan.
+ */
+export async function applyAction(
+  ctx: ActionContext,
+  namespace: string,
+  ownerName: string,
+  a: ObjectAction,
+  createdPods = new Map<string, string>(),
+): Promise<boolean> {
+  try {
+    if (!(await apply(ctx.client, namespace, ownerName, a, createdPods))) return false;
+  } catch (e) {
+    const s = statusOf(e);
+    if ((a.type === "createPVC" || a.type === "createPod") && s === 409) return false;
+    // The PVC's owners are no longer as observed (a box took it over): nothing to add.
+    if (a.type === "addPodOwner" && (s === 422 || s === 404)) return false;
+    if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return false;
+    if (isNamespaceTerminating(e)) throw new NamespaceTerminatingError(describeError(e));
+    if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
+    throw e;
+  }
+  await ctx.failpoints.after(a.type);
+  return true;
+}
+
+/** Applies one action; false when it had nothing to act on (a Pod owner with no uid known). */
+async function apply(
+  client: ApiClient,
+  namespace: string,
+  ownerName: string,
+  a: ObjectAction,
+  createdPods: Map<string, string>,
+): Promise<boolean> {
+  switch (a.type) {
+    case "createPVC":
+      await client.create(paths.pvcs(namespace), a.pvc);
+      return true;
+    case "createPod": {
+      const pod = await client.create(paths.pods(namespace), a.pod);
+      createdPods.set(a.pod.metadata!.name!, pod.metadata!.uid!);
+      return true;
+    }
+    case "addPodOwner": {
+      const uid = a.podUid ?? createdPods.get(a.pod);
+      if (!uid) return false;
+      await client.jsonPatch(paths.pvcs(namespace, a.name), [
+        { op: "test", path: "/metadata/ownerReferences", value: a.owners },
+        {
+          op: "add",
+          path: "/metadata/ownerReferences",
+          value: [...a.owners, podOwnerRef(a.pod, uid)],
+        },
+      ]);
+      return true;
+    }
+    case "deletePod":
+      await client.delete(paths.pods(namespace, a.name), a.resourceVersion);
+      return true;
+    case "deletePVC":
+      await client.delete(paths.pvcs(namespace, a.name));
+      return true;
+    case "adoptPVC":
+      await takeOverPVC(client, namespace, a.name, a.owner, ownerName);
+      return true;
+    case "orphanPVC":
+      await client.mergePatch(paths.pvcs(namespace, a.name), {
+        metadata: { ownerReferences: null },
+      });
+      return true;
+  }
+}
+
+/**
+ * Makes a box the owner of a PVC (re-attached volumes, a claimed standby's): its ownerReference,
+ * its box label, no pool label. A merge patch, so that it holds whatever the PVC had before and
+ * a replay is harmless.
+ */
+export function takeOverPVC(
+  client: ApiClient,
+  namespace: string,
+  name: string,
+  owner: Owner,
+  boxName: string,
+) {
+  return client.mergePatch(paths.pvcs(namespace, name), {
+    metadata: { labels: { [LABEL_BOX]: boxName, [LABEL_POOL]: null }, ownerReferences: [owner] },
+  });
+}

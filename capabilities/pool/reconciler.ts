@@ -1,0 +1,119 @@
+import type { a } from "pepr";
+import type { PodWarmPool } from "../api/kinds";
+import type { PodWarmPoolStatus } from "../api/podwarmpool";
+import { paths } from "../client/paths";
+import type { ClaimActivity } from "../claim/claim-activity";
+import type { PoolTemplate } from "../claim/decide";
+import type { QuietWindow } from "../config";
+import { describeError, NamespaceTerminatingError } from "../kit/api-errors";
+import { applyAction, ActionContext } from "../kit/object-actions";
+import { objectKey } from "../kit/object-key";
+import { writeStatusAt } from "../kit/status-patch";
+import type { WorkQueue, WorkResult } from "../kit/work-queue";
+import { WriteEchoes } from "../kit/write-echoes";
+import { LABEL_POOL } from "../manifests/labels";
+import { reconcileDuration } from "../metrics/registry";
+import { decidePool, failedPoolStatus } from "./decide";
+import { observePool } from "./observe";
+
+/** The longest a pool's write waits for claims in flight to end. */
+const CLAIM_YIELD_MAX_MS = 1000;
+
+export type PoolReconcilerDeps = ActionContext & {
+  queue: WorkQueue;
+  clock: () => Date;
+  claims: ClaimActivity;
+  /** Replenishment waits for this much quiet after claims and standby events. */
+  replenish: QuietWindow;
+};
+
+/**
+ * Reconciles PodWarmPools: each run reads the pool, its template and its standbys, decides, and
+ * applies the actions, yielding to warm claims in flight. It also keeps, for claims, the current
+ * template of each pool.
+ */
+export class PoolReconciler {
+  /** Pool versions this reconciler wrote (its status): their watch events need no reconcile. */
+  readonly #writes = new WriteEchoes();
+  /** The current template of each pool and its hash: claims prefer standbys that are not stale. */
+  readonly #templates = new Map<string, PoolTemplate & { hash: string }>();
+
+  constructor(private readonly deps: PoolReconcilerDeps) {}
+
+  /** The template a pool's last reconcile saw, if any. */
+  templateOf(poolKey: string): (PoolTemplate & { hash: string }) | undefined {
+    return this.#templates.get(poolKey);
+  }
+
+  /** A watch event of the pool, unless it is the echo of its status write. */
+  onPoolEvent(pool: PodWarmPool): void {
+    const key = objectKey(pool.metadata!.namespace!, pool.metadata!.name!);
+    this.#writes.unlessEcho(key, pool.metadata?.resourceVersion, () => this.deps.queue.add(key));
+  }
+
+  /** A watch event of a standby Pod: its pool replenishes soon. */
+  onStandbyEvent(pod: a.Pod): void {
+    const pool = pod.metadata?.labels?.[LABEL_POOL];
+    if (pool) this.replenishSoon(objectKey(pod.metadata!.namespace!, pool));
+  }
+
+  /** Asks for a reconcile now (its template changed). */
+  reconcileSoon(poolKey: string): void {
+    this.deps.queue.add(poolKey);
+  }
+
+  /**
+   * Asks for the pool's reconcile once claims and standby events for it have gone quiet, and at
+   * the latest after the window's maximum: a burst of claims is not slowed by standby creation
+   * competing for the API server, and the standbys made during a burst do not go to its last
+   * boxes at random. Under a steady stream the quiet never comes, so a pool of N refills N per
+   * maximum delay (see docs/decisions/0004-replenishment-window.md).
+   */
+  replenishSoon(poolKey: string): void {
+    const { quietMs, maxDelayMs } = this.deps.replenish;
+    this.deps.queue.addWhenQuiet(poolKey, quietMs, maxDelayMs);
+  }
+
+  /** One reconcile of a pool: observe, decide, apply, write the status when it changed. */
+  async reconcile(key: string): Promise<WorkResult> {
+    const { client, claims } = this.deps;
+    const [namespace, name] = key.split("/");
+    const pool = await client.get<PodWarmPool>(paths.podWarmPools(namespace, name));
+    if (!pool || pool.metadata?.deletionTimestamp) {
+      this.#templates.delete(key);
+      this.#writes.forget(key);
+      return;
+    }
+    const end = reconcileDuration.startTimer({ kind: "PodWarmPool" });
+    try {
+      const o = await observePool(client, pool, this.deps.clock());
+      if (o.templateHash && o.template) {
+        const { name, spec } = o.template;
+        this.#templates.set(key, { hash: o.templateHash, name, envdPort: spec.envdPort });
+      }
+      const plan = decidePool(o);
+      const writeStatus = (status: PodWarmPoolStatus) =>
+        this.#writes.during(key, () =>
+          writeStatusAt(client, paths.podWarmPools(namespace, name), pool.status ?? {}, status),
+        );
+      try {
+        const createdPods = new Map<string, string>();
+        for (const a of plan.actions) {
+          // A claim in flight goes first: refill is not urgent, the claim's box is.
+          await claims.noneInFlight(CLAIM_YIELD_MAX_MS);
+          await applyAction(this.deps, namespace, name, a, createdPods);
+        }
+      } catch (e) {
+        if (e instanceof NamespaceTerminatingError) return;
+        // Said in the status (best effort), then retried with backoff by the queue.
+        await writeStatus(failedPoolStatus(o, plan.status, describeError(e))).catch(
+          () => undefined,
+        );
+        throw e;
+      }
+      await writeStatus(plan.status);
+    } finally {
+      end();
+    }
+  }
+}

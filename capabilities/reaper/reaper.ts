@@ -1,0 +1,46 @@
+import { Log } from "pepr";
+import type { PodBox } from "../api/kinds";
+import { reaperBoxes, reaperPassDuration } from "../metrics/registry";
+import { BoxCache } from "./box-cache";
+
+/**
+ * The reaper: on a schedule, every box whose idle or lease deadline has passed is handed to the
+ * box reconciler, which decides (pause, terminate). A pass reads only the watch-fed
+ * {@link BoxCache}, so idle boxes cost no API call.
+ */
+export class Reaper {
+  /** Every box's phase and next deadline, fed by the module's PodBox watch. */
+  readonly boxes = new BoxCache();
+  #passing = false;
+
+  /** @param due asks for a reconcile of a box whose deadline has passed */
+  constructor(private readonly due: (key: string) => void) {}
+
+  /** A watch event of a box. */
+  onBoxEvent(box: PodBox, deleted: boolean): void {
+    if (deleted) this.boxes.remove(box.metadata!.namespace!, box.metadata!.name!);
+    else this.boxes.update(box);
+  }
+
+  /**
+   * One pass; returns how many boxes were due. Pepr does not await a schedule's `run` nor catch
+   * its errors: this never throws, and a pass still running makes the next one a no-op.
+   */
+  pass(now = Date.now()): number {
+    if (this.#passing) return 0;
+    this.#passing = true;
+    const started = performance.now();
+    try {
+      const due = this.boxes.due(now);
+      due.forEach(key => this.due(key));
+      reaperPassDuration.set((performance.now() - started) / 1000);
+      reaperBoxes.set(this.boxes.size);
+      return due.length;
+    } catch (e) {
+      Log.error({ error: String(e) }, "reaper pass failed");
+      return 0;
+    } finally {
+      this.#passing = false;
+    }
+  }
+}

@@ -1,0 +1,301 @@
+import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { Agent, request as httpsRequest } from "node:https";
+import { join } from "node:path";
+import { parse } from "yaml";
+
+export const ROOT = join(__dirname, "..", "..");
+export const CLUSTER_DIR = process.env.CUBEPOD_CLUSTER_DIR ?? join(ROOT, ".cluster");
+export const KUBECONFIG = join(CLUSTER_DIR, "kubeconfig");
+export const GROUP_PATH = "/apis/pod.cubeplex.ai/v1alpha1";
+
+/** The server and admin client certificate of a kubeconfig, as the module's ApiClient takes them. */
+export function credentialsOf(kubeconfig = KUBECONFIG) {
+  const cfg = parse(readFileSync(kubeconfig, "utf8"));
+  const b64 = (s: string) => Buffer.from(s, "base64");
+  return {
+    server: cfg.clusters[0].cluster.server as string,
+    ca: b64(cfg.clusters[0].cluster["certificate-authority-data"]),
+    cert: b64(cfg.users[0].user["client-certificate-data"]),
+    key: b64(cfg.users[0].user["client-key-data"]),
+  };
+}
+
+// eslint-disable-next-line @typescript-eslint/no-explicit-any
+export type Obj = Record<string, any>;
+export type Response = { status: number; body: Obj };
+
+/**
+ * A minimal client of the real API server for tests, authenticated with the admin client
+ * certificate of .cluster/kubeconfig. Tests assert on HTTP status codes and messages, which the
+ * fluent client hides.
+ */
+export class Kube {
+  private readonly server: URL;
+  private readonly agent: Agent;
+
+  constructor(kubeconfig = KUBECONFIG) {
+    const cfg = parse(readFileSync(kubeconfig, "utf8"));
+    const b64 = (s: string) => Buffer.from(s, "base64");
+    this.server = new URL(cfg.clusters[0].cluster.server);
+    this.agent = new Agent({
+      ca: b64(cfg.clusters[0].cluster["certificate-authority-data"]),
+      cert: b64(cfg.users[0].user["client-certificate-data"]),
+      key: b64(cfg.users[0].user["client-key-data"]),
+      keepAlive: true,
+    });
+  }
+
+  /**
+   * One request. An idempotent one whose kept-alive connection the API server had just closed
+   * (ECONNRESET on a reused socket, before any answer) is sent once more on a new connection, as
+   * Node's documentation advises: the server did not read it. The benchmark met this twice as a
+   * bare "socket hang up" on the DELETE of its namespace after a long run.
+   */
+  async request(
+    method: string,
+    path: string,
+    body?: unknown,
+    contentType = "application/json",
+  ): Promise<Response> {
+    try {
+      return await this.send(method, path, body, contentType);
+    } catch (e) {
+      const stale = (e as { staleSocket?: boolean }).staleSocket;
+      if (!stale || !["GET", "HEAD", "PUT", "DELETE"].includes(method)) throw e;
+      return this.send(method, path, body, contentType);
+    }
+  }
+
+  private send(method: string, path: string, body: unknown, contentType: string) {
+    return new Promise<Response>((resolve, reject) => {
+      const data = body === undefined ? undefined : JSON.stringify(body);
+      const req = httpsRequest(
+        {
+          host: this.server.hostname,
+          port: this.server.port,
+          path,
+          method,
+          agent: this.agent,
+          headers: { "Content-Type": contentType, Accept: "application/json" },
+        },
+        res => {
+          const chunks: Buffer[] = [];
+          res.on("data", c => chunks.push(c));
+          res.on("end", () => {
+            const text = Buffer.concat(chunks).toString();
+            let parsed: Obj = {};
+            try {
+              parsed = text ? JSON.parse(text) : {};
+            } catch {
+              parsed = { raw: text };
+            }
+            resolve({ status: res.statusCode ?? 0, body: parsed });
+          });
+        },
+      );
+      // Which request failed: a socket error's own stack names none of the caller's frames.
+      req.on("error", e => {
+        const staleSocket = req.reusedSocket && (e as NodeJS.ErrnoException).code === "ECONNRESET";
+        reject(Object.assign(e, { message: `${method} ${path}: ${e.message}`, staleSocket }));
+      });
+      if (data !== undefined) req.write(data);
+      req.end();
+    });
+  }
+
+  get = (path: string) => this.request("GET", path);
+  create = (path: string, obj: unknown) => this.request("POST", path, obj);
+  delete = (path: string) => this.request("DELETE", path);
+  mergePatch = (path: string, patch: unknown) =>
+    this.request("PATCH", path, patch, "application/merge-patch+json");
+
+  /** Creates and returns the object; throws with the API server's message when it refuses. */
+  async mustCreate(path: string, obj: unknown): Promise<Obj> {
+    const r = await this.create(path, obj);
+    if (r.status !== 201 && r.status !== 200) {
+      throw new Error(`create ${path}: ${r.status} ${r.body.message ?? JSON.stringify(r.body)}`);
+    }
+    return r.body;
+  }
+
+  /** A fresh namespace for one test file. */
+  async namespace(prefix: string): Promise<string> {
+    const name = `${prefix}-${Math.random().toString(36).slice(2, 8)}`;
+    await this.mustCreate("/api/v1/namespaces", { metadata: { name } });
+    return name;
+  }
+
+  /**
+   * Follows a watch on a collection path (query parameters allowed), calling `onEvent` for every
+   * event until the returned function is called. Starts from now (resourceVersion of a list).
+   */
+  watchCollection(
+    path: string,
+    onEvent: (type: string, o: Obj) => void,
+    fromResourceVersion?: string,
+  ): () => void {
+    let req: ReturnType<typeof httpsRequest> | undefined;
+    let stopped = false;
+    const start = async () => {
+      const rv = fromResourceVersion ?? (await this.get(path)).body.metadata?.resourceVersion;
+      if (stopped) return;
+      const sep = path.includes("?") ? "&" : "?";
+      let buffer = "";
+      req = httpsRequest(
+        {
+          host: this.server.hostname,
+          port: this.server.port,
+          path: `${path}${sep}watch=1&resourceVersion=${rv}&timeoutSeconds=600`,
+          method: "GET",
+          agent: this.agent,
+        },
+        res => {
+          res.on("data", chunk => {
+            buffer += chunk.toString();
+            let nl: number;
+            while ((nl = buffer.indexOf("\n")) >= 0) {
+              const line = buffer.slice(0, nl);
+              buffer = buffer.slice(nl + 1);
+              if (!line.trim()) continue;
+              const ev = JSON.parse(line) as { type: string; object: Obj };
+              if (!stopped) onEvent(ev.type, ev.object);
+            }
+          });
+        },
+      );
+      req.on("error", () => undefined);
+      req.end();
+    };
+    void start();
+    return () => {
+      stopped = true;
+      req?.destroy();
+    };
+  }
+
+  /**
+   * Resolves with the object at `path` (a single object's path) once `predicate` holds for it,
+   * reading it once and then following a watch from that resourceVersion. Rejects after
+   * `timeoutMs` with the last state seen, so a failing test says where the object got stuck.
+   */
+  async waitFor(
+    path: string,
+    predicate: (o: Obj | undefined) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<Obj | undefined> {
+    const slash = path.lastIndexOf("/");
+    const collection = path.slice(0, slash);
+    const name = path.slice(slash + 1);
+    const first = await this.get(path);
+    let last: Obj | undefined = first.status === 200 ? first.body : undefined;
+    if (predicate(last)) return last;
+    const rv =
+      first.status === 200
+        ? first.body.metadata.resourceVersion
+        : (await this.get(collection)).body.metadata.resourceVersion;
+    return new Promise((resolve, reject) => {
+      const query = `${collection}?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`;
+      const stop = this.watchCollection(
+        query,
+        (type, o) => {
+          last = type === "DELETED" ? undefined : o;
+          if (predicate(last)) {
+            clearTimeout(timer);
+            stop();
+            resolve(last);
+          }
+        },
+        rv,
+      );
+      const timer = setTimeout(() => {
+        stop();
+        reject(
+          new Error(
+            `timed out waiting on ${path}; last seen: ${JSON.stringify(last?.status ?? last ?? "absent")}`,
+          ),
+        );
+      }, timeoutMs);
+    });
+  }
+
+  /**
+   * Waits until `predicate` holds for the items of a collection (query parameters allowed): a
+   * list, then a watch from it that keeps the items up to date.
+   */
+  async waitForItems(
+    collection: string,
+    predicate: (items: Obj[]) => boolean,
+    timeoutMs = 60_000,
+  ): Promise<Obj[]> {
+    const first = await this.get(collection);
+    const items = new Map<string, Obj>(
+      (first.body.items as Obj[]).map(i => [i.metadata.name as string, i]),
+    );
+    if (predicate([...items.values()])) return [...items.values()];
+    return new Promise((resolve, reject) => {
+      const stop = this.watchCollection(
+        collection,
+        (type, o) => {
+          if (type === "DELETED") items.delete(o.metadata.name);
+          else items.set(o.metadata.name, o);
+          if (predicate([...items.values()])) {
+            clearTimeout(timer);
+            stop();
+            resolve([...items.values()]);
+          }
+        },
+        first.body.metadata.resourceVersion,
+      );
+      const timer = setTimeout(() => {
+        stop();
+        reject(new Error(`timed out waiting on ${collection} (${items.size} items)`));
+      }, timeoutMs);
+    });
+  }
+
+  /** Names of the objects at a collection path matching a label selector, sorted. */
+  async names(collection: string, labelSelector: string): Promise<string[]> {
+    const r = await this.get(`${collection}?labelSelector=${encodeURIComponent(labelSelector)}`);
+    return (r.body.items as Obj[]).map(i => i.metadata.name).sort();
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+}
+
+/** REST paths of the kinds tests touch. */
+export const paths = {
+  podboxes: (ns: string, name = "") =>
+    `${GROUP_PATH}/namespaces/${ns}/podboxes${name && `/${name}`}`,
+  podtemplates: (ns: string, name = "") =>
+    `${GROUP_PATH}/namespaces/${ns}/podtemplates${name && `/${name}`}`,
+  podwarmpools: (ns: string, name = "") =>
+    `${GROUP_PATH}/namespaces/${ns}/podwarmpools${name && `/${name}`}`,
+  pods: (ns: string, name = "") => `/api/v1/namespaces/${ns}/pods${name && `/${name}`}`,
+  pvcs: (ns: string, name = "") =>
+    `/api/v1/namespaces/${ns}/persistentvolumeclaims${name && `/${name}`}`,
+};
+
+/** Runs one of the cluster scripts (hack/cluster/*.sh) and returns its output. */
+export function cluster(script: string, ...args: string[]): string {
+  return clusterWithEnv({}, script, ...args);
+}
+
+/** {@link cluster}, with extra environment variables (e.g. a failpoint for the module). */
+export function clusterWithEnv(
+  env: Record<string, string>,
+  script: string,
+  ...args: string[]
+): string {
+  return execFileSync("bash", [join(ROOT, "hack", "cluster", `${script}.sh`), ...args], {
+    encoding: "utf8",
+    stdio: ["ignore", "pipe", "pipe"],
+    env: { ...process.env, ...env },
+  });
+}
+
+/** The message the API server relays when our validating or mutating webhook denies a request. */
+export const denied = (message: string) =>
+  `admission webhook "pepr-cubepod.pepr.dev" denied the request: ${message}`;

@@ -1,0 +1,350 @@
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import {
+  PodBoxContext,
+  validatePodBox,
+  validatePodTemplate,
+  validatePodWarmPool,
+} from "../../../capabilities/admission/rules";
+
+type Case = {
+  kind: "PodTemplate" | "PodWarmPool" | "PodBox";
+  spec: unknown;
+  ctx?: Partial<PodBoxContext>;
+  message: string;
+};
+
+const tpl = (extra: object) => ({ image: "ghcr.io/x/sandbox:1", ...extra });
+const pool = (extra: object) => ({ templateRef: "python", replicas: 2, ...extra });
+const box = (extra: object) => ({ templateRef: "python", ...extra });
+const was = (oldSpec: object) => ({ oldSpec });
+
+const IMAGE = "must be a container image reference (not empty, no whitespace)";
+const QUANTITY = "must be a Kubernetes quantity such as 10Gi or 500Mi";
+const SAME_NS = (kind: string) =>
+  `must be the name of a ${kind} in the same namespace (lowercase RFC 1123 subdomain)`;
+
+/** Every invalid spec with the exact message the webhook answers. */
+const INVALID: Case[] = [
+  // PodTemplate
+  { kind: "PodTemplate", spec: {}, message: "spec.image: is required" },
+  { kind: "PodTemplate", spec: undefined, message: "spec: is required" },
+  { kind: "PodTemplate", spec: tpl({ image: "" }), message: `spec.image: ${IMAGE}` },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ image: "python 3" }),
+    message: `spec.image: ${IMAGE}`,
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ image: 42 }),
+    message: "spec.image: must be a string (got 42)",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ runtimeClassName: "Kata_QEMU" }),
+    message:
+      "spec.runtimeClassName: must be a RuntimeClass name, or empty for the cluster's default runtime",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ volumeMode: "Raw" }),
+    message: 'spec.volumeMode: must be one of "Block", "Filesystem" (got "Raw")',
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ storageClassName: "Fast_SSD" }),
+    message:
+      "spec.storageClassName: must be the name of a StorageClass (lowercase RFC 1123 subdomain)",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { size: "ten gigs" } }),
+    message: `spec.rootfs.size: ${QUANTITY}`,
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ workspace: { size: "" } }),
+    message: `spec.workspace.size: ${QUANTITY}`,
+  },
+  { kind: "PodTemplate", spec: tpl({ envdPort: 0 }), message: "spec.envdPort: must be >= 1" },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ envdPort: 70000 }),
+    message: "spec.envdPort: must be <= 65535",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ envdPort: 8080.5 }),
+    message: "spec.envdPort: must be a whole number (got 8080.5)",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ env: [{ value: "x" }] }),
+    message: "spec.env[0].name: is required",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ env: [{ name: "OK" }, { name: "1BAD" }] }),
+    message: "spec.env[1].name: must be a valid environment variable name",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ resources: { limits: { memory: "lots" } } }),
+    message: `spec.resources.limits.memory: ${QUANTITY}`,
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ egress: { enabled: true } }),
+    message: "spec.egress.image: is required when spec.egress.enabled is true",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ egress: { enabled: true, image: "proxy:1", port: 0 } }),
+    message: "spec.egress.port: must be >= 1",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ egress: { enabled: true, image: "proxy:1", allowHosts: [""] } }),
+    message: "spec.egress.allowHosts[0]: must not be empty",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ egress: { enabled: "yes" } }),
+    message: 'spec.egress.enabled: must be a boolean (got "yes")',
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ mtls: { enabled: true, mountPath: "etc/mtls" } }),
+    message: "spec.mtls.mountPath: must be an absolute path",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ forkStrategy: "Snapshot" }),
+    message: 'spec.forkStrategy: must be one of "Clone", "Copy" (got "Snapshot")',
+  },
+  // PodWarmPool
+  { kind: "PodWarmPool", spec: {}, message: "spec.templateRef: is required" },
+  { kind: "PodWarmPool", spec: pool({ replicas: -1 }), message: "spec.replicas: must be >= 0" },
+  {
+    kind: "PodWarmPool",
+    spec: pool({ replicas: 1.5 }),
+    message: "spec.replicas: must be a whole number (got 1.5)",
+  },
+  {
+    kind: "PodWarmPool",
+    spec: pool({ replicas: "3" }),
+    message: 'spec.replicas: must be a number (got "3")',
+  },
+  {
+    kind: "PodWarmPool",
+    spec: pool({ templateRef: "other-ns/python" }),
+    message: `spec.templateRef: ${SAME_NS("PodTemplate")}`,
+  },
+  // PodBox: schema
+  {
+    kind: "PodBox",
+    spec: {},
+    message: "spec.templateRef: is required unless spec.warmPoolRef is set",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ desiredState: "Stopped" }),
+    message: 'spec.desiredState: must be one of "Running", "Paused", "Terminated" (got "Stopped")',
+  },
+  {
+    kind: "PodBox",
+    spec: box({ rootfsGeneration: 0 }),
+    message: "spec.rootfsGeneration: must be >= 1",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ idleTimeoutSeconds: -5 }),
+    message: "spec.idleTimeoutSeconds: must be >= 0",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ leaseExpiresAt: "tomorrow" }),
+    message: "spec.leaseExpiresAt: must be an RFC 3339 timestamp such as 2026-12-01T10:00:00Z",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ volumeReclaimPolicy: "Keep" }),
+    message: 'spec.volumeReclaimPolicy: must be one of "Delete", "Retain" (got "Keep")',
+  },
+  {
+    kind: "PodBox",
+    spec: box({ volumeKey: "Has_Caps" }),
+    message: "spec.volumeKey: must be a lowercase RFC 1123 label (a-z, 0-9, '-')",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ forkFrom: "other-ns/parent" }),
+    message: `spec.forkFrom: ${SAME_NS("PodBox")}`,
+  },
+  {
+    kind: "PodBox",
+    spec: box({ templateRef: "ns/python" }),
+    message: `spec.templateRef: ${SAME_NS("PodTemplate")}`,
+  },
+  // PodBox: rules across fields
+  {
+    kind: "PodBox",
+    spec: box({ warmPoolRef: "pool", forkFrom: "parent" }),
+    message:
+      "spec.forkFrom: cannot be combined with spec.warmPoolRef (a fork clones its parent and never claims a warm standby)",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ warmPoolRef: "pool", volumeKey: "kept" }),
+    message:
+      "spec.volumeKey: cannot be combined with spec.warmPoolRef (re-attached volumes never come from a warm standby)",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ forkFrom: "parent", volumeKey: "kept" }),
+    message:
+      "spec.forkFrom: cannot be combined with spec.volumeKey (a box either clones a parent or re-attaches kept volumes)",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ forkFrom: "me" }),
+    ctx: { name: "me" },
+    message: "spec.forkFrom: may not name the box itself",
+  },
+  {
+    kind: "PodBox",
+    spec: box({}),
+    ctx: { name: "x".repeat(64) },
+    message:
+      "metadata.name: must be a lowercase RFC 1123 label of at most 63 characters (it becomes a label value)",
+  },
+  {
+    kind: "PodBox",
+    spec: box({ warmPoolRef: "pool" }),
+    ctx: { poolTemplateRef: "node" },
+    message:
+      'spec.warmPoolRef: PodWarmPool "pool" uses PodTemplate "node", not spec.templateRef "python"',
+  },
+  // PodBox: updates
+  {
+    kind: "PodBox",
+    spec: box({ templateRef: "node" }),
+    ctx: was(box({})),
+    message: 'spec.templateRef: is immutable (was "python", got "node")',
+  },
+  {
+    kind: "PodBox",
+    spec: box({ warmPoolRef: "pool" }),
+    ctx: was(box({})),
+    message: 'spec.warmPoolRef: is immutable (was unset, got "pool")',
+  },
+  {
+    kind: "PodBox",
+    spec: box({}),
+    ctx: was(box({ forkFrom: "parent" })),
+    message: 'spec.forkFrom: is immutable (was "parent", got unset)',
+  },
+  {
+    kind: "PodBox",
+    spec: box({ volumeKey: "b" }),
+    ctx: was(box({ volumeKey: "a" })),
+    message: 'spec.volumeKey: is immutable (was "a", got "b")',
+  },
+  {
+    kind: "PodBox",
+    spec: box({ rootfsGeneration: 2 }),
+    ctx: was(box({ rootfsGeneration: 3 })),
+    message: "spec.rootfsGeneration: may not decrease (was 3, got 2)",
+  },
+];
+
+function validate(c: Case) {
+  if (c.kind === "PodTemplate") return validatePodTemplate(c.spec);
+  if (c.kind === "PodWarmPool") return validatePodWarmPool(c.spec);
+  return validatePodBox(c.spec, { name: "box", ...c.ctx });
+}
+
+describe("admission rules", () => {
+  it("has at least 30 invalid cases", () => {
+    expect(INVALID.length).toBeGreaterThanOrEqual(30);
+  });
+
+  it.each(INVALID.map(c => [c.message, c] as const))("denies: %s", (_, c) => {
+    expect(validate(c)).toEqual({ ok: false, errors: [c.message] });
+  });
+
+  it("reports every broken rule at once", () => {
+    const v = validatePodBox(box({ warmPoolRef: "pool", forkFrom: "box", volumeKey: "k" }), {
+      name: "box",
+    });
+    expect(v.ok).toBe(false);
+    expect(!v.ok && v.errors).toHaveLength(4);
+  });
+
+  it("fills the defaults a stored object gets", () => {
+    expect(validatePodTemplate({ image: "img" })).toEqual({
+      ok: true,
+      spec: {
+        image: "img",
+        runtimeClassName: "kata-qemu",
+        volumeMode: "Block",
+        rootfs: { size: "10Gi" },
+        workspace: { size: "20Gi" },
+        poddInjectorImage: "ghcr.io/cubeplex/podd-injector:v0.1.0",
+        envdPort: 49983,
+        forkStrategy: "Clone",
+      },
+    });
+    expect(validatePodBox({ warmPoolRef: "pool" }, { name: "b" })).toEqual({
+      ok: true,
+      spec: {
+        warmPoolRef: "pool",
+        desiredState: "Running",
+        rootfsGeneration: 1,
+        volumeReclaimPolicy: "Delete",
+      },
+    });
+  });
+
+  it("accepts what updates may change", () => {
+    const old = box({ rootfsGeneration: 2, idleTimeoutSeconds: 60 });
+    const next = box({
+      rootfsGeneration: 3,
+      desiredState: "Paused",
+      idleTimeoutSeconds: 0,
+      leaseExpiresAt: "2026-12-01T10:00:00+01:00",
+      volumeReclaimPolicy: "Retain",
+    });
+    expect(validatePodBox(next, { name: "b", oldSpec: old }).ok).toBe(true);
+    expect(validatePodBox(old, { name: "b", oldSpec: old }).ok).toBe(true);
+  });
+
+  it("accepts a pool whose template is the box's, and a pool not created yet", () => {
+    const spec = box({ warmPoolRef: "pool" });
+    expect(validatePodBox(spec, { name: "b", poolTemplateRef: "python" }).ok).toBe(true);
+    expect(validatePodBox(spec, { name: "b" }).ok).toBe(true);
+  });
+
+  it("accepts an empty runtimeClassName (the cluster default)", () => {
+    expect(validatePodTemplate(tpl({ runtimeClassName: "" })).ok).toBe(true);
+  });
+});
+
+describe("samples", () => {
+  const dir = join(__dirname, "..", "..", "..", "samples");
+  const docs = ["podtemplate.yaml", "podwarmpool.yaml", "podbox.yaml"].flatMap(f =>
+    parseAllDocuments(readFileSync(join(dir, f), "utf8")).map(d => d.toJS()),
+  );
+
+  it.each(docs.map(d => [`${d.kind} ${d.metadata.name}`, d] as const))("%s is valid", (_, d) => {
+    const v =
+      d.kind === "PodTemplate"
+        ? validatePodTemplate(d.spec)
+        : d.kind === "PodWarmPool"
+          ? validatePodWarmPool(d.spec)
+          : validatePodBox(d.spec, { name: d.metadata.name });
+    expect(v).toMatchObject({ ok: true });
+  });
+});

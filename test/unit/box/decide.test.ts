@@ -1,0 +1,896 @@
+import { podBoxSpecSchema, PodBoxStatus } from "../../../capabilities/api/podbox";
+import { decideBox, readsFromCache, WAIT_MS } from "../../../capabilities/box/decide";
+import type { BoxObservation, ObservedPod, ObservedPVC } from "../../../capabilities/box/types";
+import {
+  claimedStatus as statusOfClaim,
+  claimPatch,
+  mayClaim,
+} from "../../../capabilities/claim/decide";
+import { template } from "../fixtures";
+
+const NOW = "2026-11-30T10:00:00Z";
+const EARLIER = "2026-11-30T09:00:00Z";
+
+function obs(over: {
+  spec?: Record<string, unknown>;
+  status?: PodBoxStatus;
+  deleting?: boolean;
+  activity?: string;
+  template?: BoxObservation["template"] | null;
+  pods?: ObservedPod[];
+  pvcs?: ObservedPVC[];
+  parent?: BoxObservation["parent"];
+  conflict?: BoxObservation["conflict"];
+}): BoxObservation {
+  return {
+    box: {
+      name: "box",
+      namespace: "ns",
+      uid: "uid-1",
+      generation: 4,
+      spec: podBoxSpecSchema.parse({ templateRef: "python", ...over.spec }),
+      status: over.status ?? {},
+      deleting: over.deleting ?? false,
+      lastActivityAnnotation: over.activity,
+    },
+    template: over.template === null ? undefined : (over.template ?? template()),
+    pods: over.pods ?? [],
+    pvcs: over.pvcs ?? [],
+    parent: over.parent,
+    conflict: over.conflict,
+    now: NOW,
+  };
+}
+
+const pvc = (name: string, extra: Partial<ObservedPVC> = {}): ObservedPVC => {
+  const rootfs = name.includes("-rootfs-g");
+  return {
+    name,
+    role: rootfs ? "rootfs" : "workspace",
+    generation: rootfs ? Number(name.split("-g").pop()) : undefined,
+    deleting: false,
+    owner: "this",
+    ...extra,
+  };
+};
+const VOLUMES = [pvc("box-workspace"), pvc("box-rootfs-g1")];
+const pod = (extra: Partial<ObservedPod> = {}): ObservedPod => ({
+  name: "box",
+  phase: "Running",
+  podIP: "127.64.0.7",
+  ready: true,
+  deleting: false,
+  rootfsClaim: "box-rootfs-g1",
+  workspaceClaim: "box-workspace",
+  ...extra,
+});
+const types = (p: ReturnType<typeof decideBox>) =>
+  p.actions.map(a => {
+    if (a.type === "createPVC") return `createPVC ${a.pvc.metadata?.name}`;
+    if (a.type === "createPod") return `createPod ${a.pod.metadata?.name}`;
+    return `${a.type} ${a.name}`;
+  });
+/** A status as the operator wrote it for a box Running on generation `gen`. */
+const running = (reason: PodBoxStatus["reason"] = "Started", gen = 1): PodBoxStatus =>
+  decideBox(
+    obs({
+      status: { phase: "Pending", reason, rootfsGeneration: undefined },
+      pvcs: [pvc("box-workspace"), pvc(`box-rootfs-g${gen}`)],
+      pods: [pod({ rootfsClaim: `box-rootfs-g${gen}` })],
+      spec: { rootfsGeneration: gen },
+    }),
+  ).status;
+
+describe("decideBox: Running", () => {
+  it("creates both PVCs, then the Pod, for a new box", () => {
+    const p = decideBox(obs({}));
+    expect(types(p)).toEqual([
+      "createPVC box-workspace",
+      "createPVC box-rootfs-g1",
+      "createPod box",
+    ]);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "Started",
+      podName: "box",
+      observedGeneration: 4,
+    });
+    expect(p.events).toEqual([
+      { type: "Normal", reason: "Started", message: expect.stringContaining("Pending") },
+    ]);
+    const created = p.actions.filter(a => a.type === "createPVC" || a.type === "createPod");
+    for (const a of created) {
+      const meta =
+        a.type === "createPod"
+          ? a.pod.metadata
+          : a.type === "createPVC"
+            ? a.pvc.metadata
+            : undefined;
+      expect(meta?.ownerReferences).toEqual([
+        expect.objectContaining({ kind: "PodBox", name: "box", uid: "uid-1", controller: true }),
+      ]);
+    }
+  });
+
+  it("creates only the Pod when the PVCs exist (restart after the PVCs, before the Pod)", () => {
+    const p = decideBox(obs({ pvcs: VOLUMES, status: { phase: "Pending", reason: "Started" } }));
+    expect(types(p)).toEqual(["createPod box"]);
+  });
+
+  it("creates the missing PVC only", () => {
+    expect(types(decideBox(obs({ pvcs: [pvc("box-workspace")] })))).toEqual([
+      "createPVC box-rootfs-g1",
+      "createPod box",
+    ]);
+  });
+
+  it("waits for the Pod to be ready", () => {
+    const p = decideBox(
+      obs({ pvcs: VOLUMES, pods: [pod({ phase: "Pending", ready: false, podIP: undefined })] }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      message: "waiting for Pod box to be ready",
+    });
+    expect(p.status.podIP).toBeUndefined();
+  });
+
+  it("reports Running with the Pod IP and the podd URL once the Pod is ready", () => {
+    const p = decideBox(
+      obs({ pvcs: VOLUMES, pods: [pod()], status: { phase: "Pending", reason: "Started" } }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Running",
+      reason: "Started",
+      podName: "box",
+      podIP: "127.64.0.7",
+      poddURL: "http://127.64.0.7:49983",
+      rootfsPVCName: "box-rootfs-g1",
+      workspacePVCName: "box-workspace",
+      rootfsGeneration: 1,
+    });
+    expect(p.status.conditions).toEqual([
+      {
+        type: "Ready",
+        status: "True",
+        observedGeneration: 4,
+        lastTransitionTime: NOW,
+        reason: "Started",
+        message: "running",
+      },
+    ]);
+  });
+
+  it("uses the template's envd port in the podd URL", () => {
+    const p = decideBox(
+      obs({ pvcs: VOLUMES, pods: [pod()], template: template({ envdPort: 5000 }) }),
+    );
+    expect(p.status.poddURL).toBe("http://127.64.0.7:5000");
+  });
+
+  it("is idempotent: its own status fed back changes nothing, writes no event", () => {
+    const first = decideBox(obs({ pvcs: VOLUMES, pods: [pod()] }));
+    const again = decideBox(obs({ pvcs: VOLUMES, pods: [pod()], status: first.status }));
+    expect(again).toEqual({ actions: [], status: first.status, events: [] });
+  });
+
+  it("keeps the Ready condition's transition time while its status holds", () => {
+    const status = running();
+    status.conditions![0].lastTransitionTime = EARLIER;
+    const p = decideBox(obs({ pvcs: VOLUMES, pods: [pod()], status }));
+    expect(p.status.conditions![0].lastTransitionTime).toBe(EARLIER);
+  });
+
+  it("replaces a Pod that ended", () => {
+    const failed = decideBox(
+      obs({ pvcs: VOLUMES, pods: [pod({ phase: "Failed", ready: false })], status: running() }),
+    );
+    expect(types(failed)).toEqual(["deletePod box"]);
+    expect(failed.status).toMatchObject({ phase: "Pending", reason: "PodFailed" });
+    expect(failed.events[0].type).toBe("Warning");
+    const after = decideBox(obs({ pvcs: VOLUMES, status: failed.status }));
+    expect(types(after)).toEqual(["createPod box"]);
+    expect(after.status.reason).toBe("Started");
+  });
+
+  it("deletes a second Pod of the same box", () => {
+    const p = decideBox(
+      obs({ pvcs: VOLUMES, pods: [pod(), pod({ name: "box-extra" })], status: running() }),
+    );
+    expect(types(p)).toEqual(["deletePod box-extra"]);
+    expect(p.status.phase).toBe("Running");
+  });
+
+  it("waits for a Pod being deleted before creating it again (same name)", () => {
+    const p = decideBox(
+      obs({
+        pvcs: VOLUMES,
+        pods: [pod({ deleting: true })],
+        status: { phase: "Paused", rootfsGeneration: 1 },
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "Resumed",
+      message: "waiting for the previous Pod to terminate",
+    });
+  });
+});
+
+describe("decideBox: template and volumes", () => {
+  it("waits for a missing template, creating nothing", () => {
+    const p = decideBox(obs({ template: null }));
+    expect(p.actions).toEqual([]);
+    expect(p.requeueAfterMs).toBe(WAIT_MS);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "TemplateNotFound",
+      message: "PodTemplate python not found in namespace ns",
+    });
+    expect(p.events[0]).toMatchObject({ type: "Warning", reason: "TemplateNotFound" });
+  });
+
+  it("keeps a running Pod whose template was deleted, and says so", () => {
+    const p = decideBox(obs({ template: null, pvcs: VOLUMES, pods: [pod()], status: running() }));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Running",
+      podIP: "127.64.0.7",
+      reason: "TemplateNotFound",
+      message: "PodTemplate python not found: the running Pod is kept, but it cannot be recreated",
+    });
+  });
+
+  it("records the template it builds from, and keeps that record while the template is gone", () => {
+    const started = decideBox(obs({ spec: { templateRef: undefined, warmPoolRef: "pool" } }));
+    expect(started.status.templateName).toBe("python");
+    const kept = decideBox(
+      obs({
+        template: null,
+        pvcs: VOLUMES,
+        pods: [pod()],
+        status: { ...running(), templateName: "older" },
+      }),
+    );
+    expect(kept.status.templateName).toBe("older");
+  });
+
+  it("starts once the template appears", () => {
+    const waiting = decideBox(obs({ template: null })).status;
+    const p = decideBox(obs({ status: waiting }));
+    expect(types(p)).toHaveLength(3);
+    expect(p.status.reason).toBe("Started");
+  });
+
+  it("waits while one of its PVCs is being deleted", () => {
+    const p = decideBox(
+      obs({ pvcs: [pvc("box-workspace", { deleting: true }), pvc("box-rootfs-g1")] }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.requeueAfterMs).toBe(WAIT_MS);
+    expect(p.status.message).toContain("PVC box-workspace is being deleted");
+  });
+
+  it("refuses volumes that belong to another object", () => {
+    const p = decideBox(obs({ pvcs: [pvc("box-workspace", { owner: "other" })] }));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
+  });
+});
+
+describe("decideBox: names another object holds", () => {
+  it("fails on a PVC name that is taken, creating and deleting nothing", () => {
+    const p = decideBox(
+      obs({
+        pvcs: [pvc("box-rootfs-g1")],
+        conflict: { kind: "PersistentVolumeClaim", name: "box-workspace" },
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Failed",
+      reason: "VolumesInUse",
+      message: 'PVC box-workspace exists and is not this box\'s; volume key "box" is in use',
+    });
+    expect(p.events).toEqual([
+      expect.objectContaining({ type: "Warning", reason: "VolumesInUse" }),
+    ]);
+    expect(p.requeueAfterMs).toBeUndefined();
+  });
+
+  it("fails on a Pod name that is taken, leaving its own volumes and any Pod of its own alone", () => {
+    const p = decideBox(
+      obs({
+        pvcs: VOLUMES,
+        pods: [pod({ name: "box-old", phase: "Failed" })],
+        conflict: { kind: "Pod", name: "box" },
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Failed",
+      reason: "PodNameInUse",
+      message: "Pod box exists and is not this box's; the box's Pod takes that name",
+    });
+  });
+
+  it("starts over once the name is free (a problem reason is not kept)", () => {
+    const failed = decideBox(obs({ conflict: { kind: "Pod", name: "box" } })).status;
+    const p = decideBox(obs({ status: failed }));
+    expect(types(p)).toEqual([
+      "createPVC box-workspace",
+      "createPVC box-rootfs-g1",
+      "createPod box",
+    ]);
+    expect(p.status.reason).toBe("Started");
+  });
+});
+
+describe("decideBox: fork", () => {
+  const parent = {
+    state: "ready" as const,
+    rootfsPVCName: "parent-rootfs-g2",
+    workspacePVCName: "parent-workspace",
+  };
+
+  it("clones both PVCs from the parent's", () => {
+    const p = decideBox(obs({ spec: { forkFrom: "parent" }, parent }));
+    expect(types(p)).toEqual([
+      "createPVC box-workspace",
+      "createPVC box-rootfs-g1",
+      "createPod box",
+    ]);
+    const sources = p.actions.flatMap(a =>
+      a.type === "createPVC" ? [a.pvc.spec?.dataSource?.name] : [],
+    );
+    expect(sources).toEqual(["parent-workspace", "parent-rootfs-g2"]);
+    expect(p.status.reason).toBe("ForkCloned");
+  });
+
+  it.each([
+    ["missing", "Pending", "ForkParentNotFound", WAIT_MS],
+    ["notReady", "Pending", "ForkParentNotReady", WAIT_MS],
+    ["deleting", "Failed", "ForkParentDeleting", undefined],
+  ] as const)("with a parent %s: %s %s, nothing created", (state, phase, reason, requeue) => {
+    const p = decideBox(obs({ spec: { forkFrom: "parent" }, parent: { state } }));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase, reason });
+    expect(p.requeueAfterMs).toBe(requeue);
+  });
+
+  it("needs no parent once its own volumes exist", () => {
+    const p = decideBox(
+      obs({
+        spec: { forkFrom: "parent" },
+        parent: { state: "missing" },
+        pvcs: VOLUMES,
+        pods: [pod()],
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Running", reason: "ForkCloned" });
+  });
+
+  it("finishes a clone interrupted after the first PVC with a clone, not an empty volume", () => {
+    const p = decideBox(
+      obs({ spec: { forkFrom: "parent" }, parent, pvcs: [pvc("box-workspace")] }),
+    );
+    const rootfs = p.actions.find(a => a.type === "createPVC");
+    expect(rootfs?.type === "createPVC" && rootfs.pvc.spec?.dataSource?.name).toBe(
+      "parent-rootfs-g2",
+    );
+  });
+});
+
+describe("decideBox: rootfs reset", () => {
+  const g1Running = running("Started", 1);
+
+  it("deletes the Pod, creates the new rootfs, keeps the workspace and (while used) the old rootfs", () => {
+    const p = decideBox(
+      obs({ spec: { rootfsGeneration: 2 }, status: g1Running, pvcs: VOLUMES, pods: [pod()] }),
+    );
+    expect(types(p)).toEqual(["deletePod box", "createPVC box-rootfs-g2"]);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "RootFSReset",
+      rootfsGeneration: 1,
+    });
+    expect(p.status.podIP).toBeUndefined();
+  });
+
+  it("deletes the old rootfs once no Pod uses it, and starts the Pod on the new one", () => {
+    const pvcs = [...VOLUMES, pvc("box-rootfs-g2")];
+    const waiting = decideBox(
+      obs({
+        spec: { rootfsGeneration: 2 },
+        status: g1Running,
+        pvcs,
+        pods: [pod({ deleting: true })],
+      }),
+    );
+    expect(waiting.actions).toEqual([]);
+    const p = decideBox(obs({ spec: { rootfsGeneration: 2 }, status: waiting.status, pvcs }));
+    expect(types(p)).toEqual(["deletePVC box-rootfs-g1", "createPod box"]);
+    const created = p.actions.find(a => a.type === "createPod");
+    const claims =
+      created?.type === "createPod"
+        ? created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName)
+        : [];
+    expect(claims).toEqual(["box-rootfs-g2", "box-workspace"]);
+  });
+
+  it("reports the reset done when the Pod runs on the new generation", () => {
+    const pvcs = [pvc("box-workspace"), pvc("box-rootfs-g2")];
+    const p = decideBox(
+      obs({
+        spec: { rootfsGeneration: 2 },
+        status: { ...g1Running, phase: "Pending", reason: "RootFSReset" },
+        pvcs,
+        pods: [pod({ rootfsClaim: "box-rootfs-g2" })],
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Running",
+      reason: "RootFSReset",
+      rootfsGeneration: 2,
+      rootfsPVCName: "box-rootfs-g2",
+      message: "running on a new rootfs (generation 2); workspace kept",
+    });
+    // And stays so: the next reconcile is a no-op.
+    expect(
+      decideBox(
+        obs({
+          spec: { rootfsGeneration: 2 },
+          status: p.status,
+          pvcs,
+          pods: [pod({ rootfsClaim: "box-rootfs-g2" })],
+        }),
+      ).actions,
+    ).toEqual([]);
+  });
+
+  it("jumps straight to the newest generation when several resets pile up", () => {
+    const p = decideBox(obs({ spec: { rootfsGeneration: 5 }, status: g1Running, pvcs: VOLUMES }));
+    expect(types(p)).toEqual([
+      "deletePVC box-rootfs-g1",
+      "createPVC box-rootfs-g5",
+      "createPod box",
+    ]);
+  });
+});
+
+describe("decideBox: volume key (re-attach)", () => {
+  const kept = [pvc("old-workspace", { owner: "none" }), pvc("old-rootfs-g3", { owner: "none" })];
+
+  it("adopts the kept PVCs at their generation and starts the Pod on them", () => {
+    const p = decideBox(obs({ spec: { volumeKey: "old" }, pvcs: kept }));
+    expect(types(p)).toEqual(["adoptPVC old-workspace", "adoptPVC old-rootfs-g3", "createPod box"]);
+  });
+
+  it("waits when there is no workspace to re-attach", () => {
+    const p = decideBox(obs({ spec: { volumeKey: "gone" } }));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "VolumesNotFound" });
+  });
+});
+
+describe("decideBox: Paused and resume", () => {
+  it("deletes the Pod, clears the IP, keeps the volumes", () => {
+    const p = decideBox(
+      obs({ spec: { desiredState: "Paused" }, status: running(), pvcs: VOLUMES, pods: [pod()] }),
+    );
+    expect(types(p)).toEqual(["deletePod box"]);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "Paused",
+      rootfsPVCName: "box-rootfs-g1",
+    });
+    expect(p.status.podIP).toBeUndefined();
+    expect(p.status.poddURL).toBeUndefined();
+  });
+
+  it("is Paused once the Pod is gone, and stays so", () => {
+    const p = decideBox(
+      obs({ spec: { desiredState: "Paused" }, status: running(), pvcs: VOLUMES }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Paused",
+      reason: "Paused",
+      workspacePVCName: "box-workspace",
+      rootfsGeneration: 1,
+    });
+    expect(p.status.conditions![0]).toMatchObject({ type: "Ready", status: "False" });
+    const again = decideBox(
+      obs({ spec: { desiredState: "Paused" }, status: p.status, pvcs: VOLUMES }),
+    );
+    expect(again).toEqual({ actions: [], status: p.status, events: [] });
+  });
+
+  it("resumes on the same PVCs", () => {
+    const paused = decideBox(
+      obs({ spec: { desiredState: "Paused" }, status: running(), pvcs: VOLUMES }),
+    ).status;
+    const p = decideBox(obs({ status: paused, pvcs: VOLUMES }));
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(p.status.reason).toBe("Resumed");
+    const up = decideBox(obs({ status: p.status, pvcs: VOLUMES, pods: [pod()] }));
+    expect(up.status).toMatchObject({
+      phase: "Running",
+      reason: "Resumed",
+      message: "resumed on its volumes",
+    });
+  });
+});
+
+describe("decideBox: Terminated and deletion", () => {
+  const retain = { volumeReclaimPolicy: "Retain" };
+
+  it("Terminated deletes the Pod and (policy Delete) its PVCs", () => {
+    const p = decideBox(
+      obs({
+        spec: { desiredState: "Terminated" },
+        status: running(),
+        pvcs: VOLUMES,
+        pods: [pod()],
+      }),
+    );
+    expect(types(p)).toEqual([
+      "deletePod box",
+      "deletePVC box-workspace",
+      "deletePVC box-rootfs-g1",
+    ]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "Terminated" });
+    expect(p.cleanupDone).toBeUndefined();
+  });
+
+  it("Terminated with Retain keeps the PVCs (and their ownership)", () => {
+    const p = decideBox(
+      obs({ spec: { desiredState: "Terminated", ...retain }, status: running(), pvcs: VOLUMES }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Terminated",
+      message: "Pod deleted (volumes kept)",
+      rootfsPVCName: "box-rootfs-g1",
+    });
+  });
+
+  it("never deletes PVCs it does not own", () => {
+    const p = decideBox(
+      obs({
+        spec: { desiredState: "Terminated" },
+        pvcs: [pvc("box-workspace", { owner: "none" })],
+      }),
+    );
+    expect(p.actions).toEqual([]);
+  });
+
+  it("deletion: cleans up, and is done once the Pod is gone (the PVCs go in that pass)", () => {
+    const first = decideBox(
+      obs({ deleting: true, status: running(), pvcs: VOLUMES, pods: [pod()] }),
+    );
+    expect(types(first)).toEqual([
+      "deletePod box",
+      "deletePVC box-workspace",
+      "deletePVC box-rootfs-g1",
+    ]);
+    expect(first.cleanupDone).toBe(false);
+    expect(first.status.reason).toBe("Deleting");
+    const going = VOLUMES.map(v => ({ ...v, deleting: true }));
+    expect(
+      decideBox(obs({ deleting: true, pvcs: going, pods: [pod({ deleting: true })] })).cleanupDone,
+    ).toBe(false);
+    const done = decideBox(obs({ deleting: true, pvcs: going }));
+    expect(done.actions).toEqual([]);
+    expect(done.cleanupDone).toBe(true);
+    // A pass that finds the Pod gone and the PVCs still there deletes them and is done.
+    const last = decideBox(obs({ deleting: true, pvcs: VOLUMES }));
+    expect(types(last)).toEqual(["deletePVC box-workspace", "deletePVC box-rootfs-g1"]);
+    expect(last.cleanupDone).toBe(true);
+  });
+
+  it("deletion with Retain orphans the PVCs so that garbage collection keeps them", () => {
+    const p = decideBox(obs({ deleting: true, spec: retain, pvcs: VOLUMES, pods: [pod()] }));
+    expect(types(p)).toEqual([
+      "deletePod box",
+      "orphanPVC box-workspace",
+      "orphanPVC box-rootfs-g1",
+    ]);
+    expect(p.cleanupDone).toBe(false);
+    const noPod = decideBox(obs({ deleting: true, spec: retain, pvcs: VOLUMES }));
+    expect(types(noPod)).toEqual(["orphanPVC box-workspace", "orphanPVC box-rootfs-g1"]);
+    expect(noPod.cleanupDone).toBe(true);
+    const orphaned = VOLUMES.map(v => ({ ...v, owner: "none" as const }));
+    expect(decideBox(obs({ deleting: true, spec: retain, pvcs: orphaned })).cleanupDone).toBe(true);
+  });
+
+  it("deletion wins over any desired state", () => {
+    for (const desiredState of ["Running", "Paused"]) {
+      expect(
+        decideBox(obs({ deleting: true, spec: { desiredState }, pods: [pod()] })).status.reason,
+      ).toBe("Deleting");
+    }
+  });
+});
+
+describe("decideBox: idle pause, activity and leases", () => {
+  const idleSpec = { idleTimeoutSeconds: 600 };
+  const since = (seconds: number) => new Date(Date.parse(NOW) - seconds * 1000).toISOString();
+  const runningSince = (seconds: number) => ({ ...running(), lastActivityAt: since(seconds) });
+
+  it("records the start of a run as activity", () => {
+    expect(running().lastActivityAt).toBe(NOW);
+  });
+
+  it("pauses a box idle past its timeout (IdlePaused), leaving the spec alone", () => {
+    const p = decideBox(
+      obs({ spec: idleSpec, status: runningSince(601), pvcs: VOLUMES, pods: [pod()] }),
+    );
+    expect(types(p)).toEqual(["deletePod box"]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "IdlePaused" });
+    const paused = decideBox(obs({ spec: idleSpec, status: p.status, pvcs: VOLUMES }));
+    expect(paused.status).toMatchObject({ phase: "Paused", reason: "IdlePaused" });
+  });
+
+  it("keeps a box with recent activity running", () => {
+    const p = decideBox(
+      obs({
+        spec: idleSpec,
+        status: runningSince(601),
+        activity: since(5),
+        pvcs: VOLUMES,
+        pods: [pod()],
+      }),
+    );
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Running", lastActivityAt: since(5) });
+  });
+
+  it("resumes an idle-paused box on new activity", () => {
+    const idle = { ...runningSince(700), phase: "Paused" as const, reason: "IdlePaused" as const };
+    const p = decideBox(obs({ spec: idleSpec, status: idle, activity: since(1), pvcs: VOLUMES }));
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(p.status.reason).toBe("Resumed");
+  });
+
+  it("counts a resume the user asked for as activity, so an old box is not paused at once", () => {
+    const userPaused = {
+      ...runningSince(7200),
+      phase: "Paused" as const,
+      reason: "Paused" as const,
+    };
+    const p = decideBox(obs({ spec: idleSpec, status: userPaused, pvcs: VOLUMES }));
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(p.status).toMatchObject({ reason: "Resumed", lastActivityAt: NOW });
+  });
+
+  it("never pauses a box with a live lease", () => {
+    const spec = { ...idleSpec, leaseExpiresAt: "2026-11-30T11:00:00Z" };
+    expect(
+      decideBox(obs({ spec, status: runningSince(9999), pvcs: VOLUMES, pods: [pod()] })).actions,
+    ).toEqual([]);
+  });
+
+  it("terminates a paused box whose lease expired (LeaseExpired), deleting its volumes", () => {
+    const spec = { desiredState: "Paused", leaseExpiresAt: "2026-11-30T09:59:00Z" };
+    const p = decideBox(
+      obs({ spec, status: { ...running(), phase: "Paused", reason: "Paused" }, pvcs: VOLUMES }),
+    );
+    expect(types(p)).toEqual(["deletePVC box-workspace", "deletePVC box-rootfs-g1"]);
+    expect(p.status).toMatchObject({ phase: "Terminated", reason: "LeaseExpired" });
+    expect(p.status.message).toMatch(/^lease expired: /);
+  });
+});
+
+/** A ready standby of pool "pool", as the index hands it to a claim. */
+const STANDBY = {
+  name: "pool-x1",
+  pool: "pool",
+  namespace: "ns",
+  podIP: "127.64.0.7",
+  resourceVersion: "7",
+  templateHash: "h",
+  rootfsPVCName: "pool-x1-rootfs-g1",
+  workspacePVCName: "pool-x1-workspace",
+};
+
+describe("decideBox: a claimed warm standby", () => {
+  const claimedPVCs = (owner: ObservedPVC["owner"]) => [
+    pvc("pool-x1-workspace", { owner, volumeKey: "pool-x1" }),
+    pvc("pool-x1-rootfs-g1", { owner, volumeKey: "pool-x1" }),
+  ];
+  const claimedPod = pod({
+    name: "pool-x1",
+    rootfsClaim: "pool-x1-rootfs-g1",
+    workspaceClaim: "pool-x1-workspace",
+    volumeKey: "pool-x1",
+  });
+  const claimedStatus: PodBoxStatus = {
+    ...running("WarmPoolClaimed"),
+    podName: "pool-x1",
+    rootfsPVCName: "pool-x1-rootfs-g1",
+    workspacePVCName: "pool-x1-workspace",
+  };
+
+  it("takes over the standby's PVCs still owned by the pool, and changes nothing else", () => {
+    const p = decideBox(
+      obs({
+        spec: { warmPoolRef: "pool" },
+        status: claimedStatus,
+        pvcs: claimedPVCs("pool"),
+        pods: [claimedPod],
+      }),
+    );
+    expect(types(p)).toEqual(["adoptPVC pool-x1-workspace", "adoptPVC pool-x1-rootfs-g1"]);
+    expect(p.status).toMatchObject({
+      phase: "Running",
+      reason: "WarmPoolClaimed",
+      podName: "pool-x1",
+      rootfsPVCName: "pool-x1-rootfs-g1",
+    });
+  });
+
+  it("keeps running on them once they are its own, and resumes on them after a pause", () => {
+    const mine = claimedPVCs("this");
+    expect(
+      decideBox(
+        obs({
+          spec: { warmPoolRef: "pool" },
+          status: claimedStatus,
+          pvcs: mine,
+          pods: [claimedPod],
+        }),
+      ).actions,
+    ).toEqual([]);
+    const paused = { ...claimedStatus, phase: "Paused" as const, reason: "Paused" as const };
+    const p = decideBox(obs({ spec: { warmPoolRef: "pool" }, status: paused, pvcs: mine }));
+    const created = p.actions.find(a => a.type === "createPod");
+    expect(
+      created?.type === "createPod" &&
+        created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName),
+    ).toEqual(["pool-x1-rootfs-g1", "pool-x1-workspace"]);
+  });
+
+  // Before the claim's finish (lost to a restart, or failed), a pool removes a standby's PVCs once
+  // their Pod is gone: a pause or an ending takes them over before it deletes the Pod.
+  it("paused before its PVCs were handed over: takes them over, then deletes the Pod", () => {
+    const p = decideBox(
+      obs({
+        spec: { warmPoolRef: "pool", desiredState: "Paused" },
+        status: claimedStatus,
+        pvcs: claimedPVCs("pool"),
+        pods: [claimedPod],
+      }),
+    );
+    expect(types(p)).toEqual([
+      "adoptPVC pool-x1-workspace",
+      "adoptPVC pool-x1-rootfs-g1",
+      "deletePod pool-x1",
+    ]);
+  });
+
+  it("ended before its PVCs were handed over: takes them over first, then keeps or deletes them", () => {
+    const ending = (spec: object, deleting = false) =>
+      types(
+        decideBox(
+          obs({
+            spec: { warmPoolRef: "pool", ...spec },
+            status: claimedStatus,
+            pvcs: claimedPVCs("pool"),
+            pods: [claimedPod],
+            deleting,
+          }),
+        ),
+      );
+    const adopt = ["adoptPVC pool-x1-workspace", "adoptPVC pool-x1-rootfs-g1"];
+    expect(ending({ desiredState: "Terminated", volumeReclaimPolicy: "Retain" })).toEqual([
+      ...adopt,
+      "deletePod pool-x1",
+    ]);
+    expect(ending({ volumeReclaimPolicy: "Retain" }, true)).toEqual([
+      ...adopt,
+      "deletePod pool-x1",
+      "orphanPVC pool-x1-workspace",
+      "orphanPVC pool-x1-rootfs-g1",
+    ]);
+    expect(ending({ desiredState: "Terminated" })).toEqual([
+      ...adopt,
+      "deletePod pool-x1",
+      "deletePVC pool-x1-workspace",
+      "deletePVC pool-x1-rootfs-g1",
+    ]);
+  });
+
+  it("writes nothing after the claim: the claim's own status is what it decides", () => {
+    const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1", generation: 4 } };
+    const written = statusOfClaim(box, STANDBY, { name: "python", envdPort: 49983 }, EARLIER);
+    expect(written.templateName).toBe("python");
+    for (const owner of ["pool", "this"] as const) {
+      const p = decideBox(
+        obs({
+          spec: { warmPoolRef: "pool" },
+          status: written,
+          pvcs: claimedPVCs(owner),
+          pods: [claimedPod],
+        }),
+      );
+      expect(p.status).toEqual(written);
+      expect(p.events).toEqual([]);
+    }
+  });
+
+  it("claims with one JSON patch that tests the standby's resourceVersion first", () => {
+    const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1" } };
+    expect(claimPatch(box, STANDBY)).toEqual([
+      { op: "test", path: "/metadata/resourceVersion", value: "7" },
+      { op: "remove", path: "/metadata/labels/pod.cubeplex.ai~1pool" },
+      { op: "add", path: "/metadata/labels/pod.cubeplex.ai~1box", value: "box" },
+      {
+        op: "replace",
+        path: "/metadata/ownerReferences",
+        value: [
+          {
+            apiVersion: "pod.cubeplex.ai/v1alpha1",
+            kind: "PodBox",
+            name: "box",
+            uid: "uid-1",
+            controller: true,
+            blockOwnerDeletion: true,
+          },
+        ],
+      },
+    ]);
+  });
+
+  it("lets only a new box of a pool claim, and only before its cold start began", () => {
+    const box = (spec: object, metadata: object = {}, status: object = {}) =>
+      ({ metadata: { name: "b", uid: "u", ...metadata }, spec, status }) as never;
+    expect(mayClaim(box({ warmPoolRef: "pool" }))).toBe(true);
+    expect(mayClaim(box({ templateRef: "python" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool", forkFrom: "parent" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool", volumeKey: "kept" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool", desiredState: "Paused" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool" }, {}, { phase: "Pending" }))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool" }, { deletionTimestamp: NOW }))).toBe(false);
+    // The finalizer without a status: the reconciler has started creating the box's own volumes.
+    const started = { finalizers: ["pod.cubeplex.ai/cleanup"] };
+    expect(mayClaim(box({ warmPoolRef: "pool" }, started))).toBe(false);
+    expect(mayClaim(box({ warmPoolRef: "pool" }, { finalizers: ["other.io/hold"] }))).toBe(true);
+  });
+
+  it("refuses pool PVCs its Pod does not mount", () => {
+    const p = decideBox(obs({ pvcs: [pvc("box-workspace", { owner: "pool" })] }));
+    expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
+  });
+});
+
+describe("readsFromCache", () => {
+  const box = { name: "box", deleting: false };
+
+  it("lets a new box, or one on volumes named after it, list from the watch cache", () => {
+    expect(readsFromCache(box)).toBe(true);
+    expect(readsFromCache({ ...box, workspacePVCName: "box-workspace" })).toBe(true);
+  });
+
+  it("counts the volume key a box re-attaches as its own", () => {
+    const kept = { ...box, volumeKey: "old" };
+    expect(readsFromCache({ ...kept, workspacePVCName: "old-workspace" })).toBe(true);
+    expect(readsFromCache({ ...kept, workspacePVCName: "box-workspace" })).toBe(false);
+  });
+
+  it("reads a box on a claimed standby's volumes consistently", () => {
+    expect(readsFromCache({ ...box, workspacePVCName: "pool-1a2b3c-workspace" })).toBe(false);
+  });
+
+  it("reads a box being deleted consistently", () => {
+    expect(readsFromCache({ ...box, deleting: true })).toBe(false);
+    expect(readsFromCache({ ...box, deleting: true, workspacePVCName: "box-workspace" })).toBe(
+      false,
+    );
+  });
+});

@@ -1,0 +1,85 @@
+import type { kind } from "pepr";
+import { observedPod, observedPVC } from "../../../capabilities/box/observe";
+
+const pvc = (
+  owners: { kind: string; uid: string; controller?: boolean }[],
+  labels: Record<string, string> = { "pod.cubeplex.ai/volume": "workspace" },
+): kind.PersistentVolumeClaim => ({
+  metadata: {
+    name: "v",
+    labels,
+    ownerReferences: owners.map(o => ({ apiVersion: "x", name: "o", ...o })),
+  },
+});
+
+describe("observedPVC: whose a PVC is", () => {
+  it.each([
+    ["this", [{ kind: "PodBox", uid: "box-uid", controller: true }]],
+    ["pool", [{ kind: "PodWarmPool", uid: "pool-uid", controller: true }]],
+    ["other", [{ kind: "PodBox", uid: "another-box", controller: true }]],
+    ["other", [{ kind: "StatefulSet", uid: "s", controller: true }]],
+    ["none", []],
+    // A plain reference (a standby's Pod) is not a controller: it decides nothing.
+    ["none", [{ kind: "PodBox", uid: "box-uid" }]],
+    [
+      "pool",
+      [
+        { kind: "Pod", uid: "pod-uid" },
+        { kind: "PodWarmPool", uid: "pool-uid", controller: true },
+      ],
+    ],
+  ] as const)("%s for owners %j", (owner, owners) => {
+    expect(observedPVC(pvc([...owners]), "box-uid")).toEqual([
+      expect.objectContaining({ name: "v", role: "workspace", owner }),
+    ]);
+  });
+
+  it("reads the role, rootfs generation, volume key and deletion from the labels", () => {
+    const p = pvc([], {
+      "pod.cubeplex.ai/volume": "rootfs",
+      "pod.cubeplex.ai/rootfs-generation": "3",
+      "pod.cubeplex.ai/volume-key": "k",
+    });
+    p.metadata!.deletionTimestamp = new Date();
+    expect(observedPVC(p, "box-uid")).toEqual([
+      { name: "v", role: "rootfs", generation: 3, deleting: true, volumeKey: "k", owner: "none" },
+    ]);
+  });
+
+  it("ignores a PVC without a CubePod volume role", () => {
+    expect(observedPVC(pvc([], {}), "box-uid")).toEqual([]);
+    expect(observedPVC(pvc([], { "pod.cubeplex.ai/volume": "data" }), "box-uid")).toEqual([]);
+  });
+});
+
+describe("observedPod", () => {
+  it("reads readiness from the Ready condition, and the claims by volume name", () => {
+    const pod: kind.Pod = {
+      metadata: { name: "p", labels: { "pod.cubeplex.ai/volume-key": "k" } },
+      spec: {
+        containers: [],
+        volumes: [
+          { name: "workspace", persistentVolumeClaim: { claimName: "k-workspace" } },
+          { name: "rootfs", persistentVolumeClaim: { claimName: "k-rootfs-g1" } },
+        ],
+      },
+      status: {
+        phase: "Running",
+        podIP: "127.64.0.9",
+        conditions: [{ type: "Ready", status: "True" }],
+      },
+    };
+    expect(observedPod(pod)).toEqual({
+      name: "p",
+      phase: "Running",
+      podIP: "127.64.0.9",
+      ready: true,
+      deleting: false,
+      rootfsClaim: "k-rootfs-g1",
+      workspaceClaim: "k-workspace",
+      volumeKey: "k",
+    });
+    pod.status!.conditions = [{ type: "Ready", status: "False" }];
+    expect(observedPod(pod).ready).toBe(false);
+  });
+});

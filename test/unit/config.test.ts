@@ -1,0 +1,134 @@
+import { spawnSync } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { ConfigError, loadConfig, SETTINGS } from "../../capabilities/config";
+
+const problemsOf = (env: Record<string, string>) => {
+  try {
+    loadConfig(env);
+  } catch (e) {
+    if (e instanceof ConfigError) return e.problems;
+    throw e;
+  }
+  return [];
+};
+
+describe("loadConfig", () => {
+  it("gives every default when nothing is set", () => {
+    expect(loadConfig({})).toEqual({
+      reconcileConcurrency: 8,
+      claimConcurrency: 16,
+      replenish: { quietMs: 1000, maxDelayMs: 2000 },
+      apiTimeoutMs: 65_000,
+      events: { quietMs: 100, maxDelayMs: 5000 },
+      claimFinish: { quietMs: 100, maxDelayMs: 15_000 },
+      reaperIntervalSeconds: 10,
+      metricsPort: 8081,
+      metricsHost: "127.0.0.1",
+      failpoint: undefined,
+    });
+  });
+
+  it("reads set values, and an empty one as unset", () => {
+    const c = loadConfig({
+      CUBEPOD_RECONCILE_CONCURRENCY: " 3 ",
+      CUBEPOD_CLAIM_CONCURRENCY: "0",
+      CUBEPOD_METRICS_PORT: "",
+      CUBEPOD_REAPER_INTERVAL_SECONDS: "30",
+    });
+    expect(c).toMatchObject({
+      reconcileConcurrency: 3,
+      claimConcurrency: 0,
+      metricsPort: 8081,
+      reaperIntervalSeconds: 30,
+    });
+  });
+
+  it("listens on all addresses in a cluster, unless told otherwise", () => {
+    expect(loadConfig({ KUBERNETES_SERVICE_HOST: "10.0.0.1" }).metricsHost).toBe("0.0.0.0");
+    expect(
+      loadConfig({ KUBERNETES_SERVICE_HOST: "10.0.0.1", CUBEPOD_METRICS_HOST: "127.0.0.1" })
+        .metricsHost,
+    ).toBe("127.0.0.1");
+  });
+
+  it.each([
+    ["CUBEPOD_RECONCILE_CONCURRENCY", "8x", 'expected an integer >= 1, got "8x"'],
+    ["CUBEPOD_RECONCILE_CONCURRENCY", "0", 'expected an integer >= 1, got "0"'],
+    ["CUBEPOD_RECONCILE_CONCURRENCY", "1.5", 'expected an integer >= 1, got "1.5"'],
+    ["CUBEPOD_CLAIM_CONCURRENCY", "-1", 'expected an integer >= 0, got "-1"'],
+    ["CUBEPOD_API_TIMEOUT_MS", "1e3", 'expected an integer >= 1, got "1e3"'],
+    ["CUBEPOD_REAPER_INTERVAL_SECONDS", "5", 'expected an integer >= 10, got "5"'],
+    ["CUBEPOD_METRICS_PORT", "70000", 'expected an integer from 1 to 65535, got "70000"'],
+    ["CUBEPOD_EVENT_QUIET_MS", "NaN", 'expected an integer >= 0, got "NaN"'],
+  ])("refuses %s=%s, naming the variable", (variable, value, message) => {
+    expect(problemsOf({ [variable]: value })).toEqual([`${variable}: ${message}`]);
+  });
+
+  it("refuses a maximum delay below its quiet time", () => {
+    expect(
+      problemsOf({ CUBEPOD_REPLENISH_DELAY_MS: "3000", CUBEPOD_REPLENISH_MAX_DELAY_MS: "2000" }),
+    ).toEqual([
+      "CUBEPOD_REPLENISH_MAX_DELAY_MS: must not be less than CUBEPOD_REPLENISH_DELAY_MS (2000 < 3000)",
+    ]);
+  });
+
+  it("reports every bad setting at once, in one message", () => {
+    const env = { CUBEPOD_RECONCILE_CONCURRENCY: "x", CUBEPOD_METRICS_PORT: "0" };
+    expect(() => loadConfig(env)).toThrow(
+      /invalid configuration:\n {2}CUBEPOD_RECONCILE_CONCURRENCY: .*\n {2}CUBEPOD_METRICS_PORT: /,
+    );
+  });
+
+  it("reads failpoints, and refuses ones that name no action", () => {
+    expect(loadConfig({ CUBEPOD_FAILPOINT: "createPod:2" }).failpoint).toEqual({
+      kind: "afterAction",
+      action: "createPod",
+      count: 2,
+    });
+    expect(loadConfig({ CUBEPOD_FAILPOINT: "deletePVC" }).failpoint).toEqual({
+      kind: "afterAction",
+      action: "deletePVC",
+      count: 1,
+    });
+    expect(loadConfig({ CUBEPOD_FAILPOINT: "standby-watch-lags" }).failpoint).toEqual({
+      kind: "standbyWatchLags",
+    });
+    for (const bad of ["createPod:0", "createpod:1", "createPod:x", "createPod:1:2"]) {
+      expect(problemsOf({ CUBEPOD_FAILPOINT: bad })).toEqual([
+        expect.stringMatching(/^CUBEPOD_FAILPOINT: expected "<action>:<n>"/),
+      ]);
+    }
+  });
+});
+
+describe("docs/configuration.md", () => {
+  it("documents every setting the module reads, with its default", () => {
+    const doc = readFileSync(join(__dirname, "..", "..", "docs", "configuration.md"), "utf8");
+    for (const s of SETTINGS) {
+      const row = doc.split("\n").find(l => l.startsWith(`| \`${s.variable}\``));
+      expect(row).toBeDefined();
+      expect(row).toContain(s.default);
+    }
+  });
+});
+
+describe("the module with a bad setting", () => {
+  it("stops at load, with a message naming the variable", () => {
+    const root = join(__dirname, "..", "..");
+    const run = spawnSync(
+      process.execPath,
+      [join(root, "node_modules", "tsx", "dist", "cli.mjs"), "-e", 'import "./pepr"'],
+      {
+        cwd: root,
+        encoding: "utf8",
+        env: { ...process.env, CUBEPOD_RECONCILE_CONCURRENCY: "8x", PEPR_WATCH_MODE: "true" },
+        timeout: 60_000,
+      },
+    );
+    expect(run.status).not.toBe(0);
+    expect(run.stderr).toContain(
+      'CUBEPOD_RECONCILE_CONCURRENCY: expected an integer >= 1, got "8x"',
+    );
+  }, 60_000);
+});
