@@ -11,8 +11,9 @@ npx tsc --noEmit -p .
 npx eslint .
 npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
 
-step "CRDs are up to date"
+step "CRDs and the benchmark table are up to date"
 npx tsx hack/gen-crds.ts --check
+npx tsx bench/table.ts --check
 
 step "pepr build (module YAML, Helm chart)"
 bash hack/build-module.sh >/dev/null

@@ -1,0 +1,97 @@
+import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { podBox } from "../../hack/lib/objects";
+import { now } from "./stats";
+import { watcher } from "./watch";
+
+/** The collection of a pool's Pods (its standbys), by their pool label. */
+export const poolPods = (ns: string, pool: string) =>
+  `${paths.pods(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/pool=${pool}`)}`;
+
+/** Deletes a pool; its standbys go with it, and the next benchmark starts once they are gone. */
+export async function deletePool(kube: Kube, ns: string, pool: string) {
+  await kube.delete(paths.podwarmpools(ns, pool));
+  await kube.waitForItems(poolPods(ns, pool), items => items.length === 0, 300_000);
+}
+
+export type PoolReadiness = ReturnType<typeof poolReadiness>;
+
+/**
+ * Follows the ready standby Pods of a pool from one list and a watch (the pool's status lags), so
+ * that waiting for standbys between claims adds no requests of the benchmark's own.
+ */
+export function poolReadiness(kube: Kube, ns: string, pool: string) {
+  const query = poolPods(ns, pool);
+  const ready = new Set<string>();
+  // Standbys a box was seen running on. The watch's event for a Pod leaving the pool can come
+  // after the box's: counted as ready, such a Pod would make the benchmark send a claim against
+  // an empty pool, and measure a cold start.
+  const claimed = new Set<string>();
+  let waiters: { n: number; resolve: () => void }[] = [];
+  const see = (type: string, p: Obj) => {
+    const isReady =
+      type !== "DELETED" &&
+      !p.metadata.deletionTimestamp &&
+      !claimed.has(p.metadata.name) &&
+      (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True");
+    if (isReady) ready.add(p.metadata.name);
+    else ready.delete(p.metadata.name);
+    waiters = waiters.filter(w => (ready.size >= w.n ? (w.resolve(), false) : true));
+  };
+  let stop = () => {};
+  const started = kube.get(query).then(r => {
+    for (const p of r.body.items as Obj[]) see("ADDED", p);
+    stop = kube.watchCollection(query, see, r.body.metadata.resourceVersion);
+  });
+  return {
+    /** Standbys ready now (as last seen by the watch). */
+    ready: () => ready.size,
+    /** A box runs on this Pod now: it is no standby, whatever the pool's watch still says. */
+    claimed: (pod: string) => {
+      claimed.add(pod);
+      ready.delete(pod);
+    },
+    /** Resolves once at least `n` standbys are ready. */
+    atLeast: async (n: number) => {
+      await started;
+      if (ready.size >= n) return;
+      await new Promise<void>((resolve, reject) => {
+        const timer = setTimeout(
+          () => reject(new Error(`pool ${pool} never had ${n} ready standbys`)),
+          300_000,
+        );
+        waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) });
+      });
+    },
+    stop: () => stop(),
+  };
+}
+/** Creates a pool of the "python" template and follows its ready standbys. */
+export async function startPool(kube: Kube, ns: string, pool: string, replicas: number) {
+  await kube.mustCreate(paths.podwarmpools(ns), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name: pool },
+    spec: { templateRef: "python", replicas },
+  });
+  return poolReadiness(kube, ns, pool);
+}
+
+/**
+ * Times warm claims on `pool`: from the PodBox create request to the moment a watching client
+ * sees the box's `status.podIP`. `stop` ends the watch.
+ */
+export function claimTimer(kube: Kube, ns: string, pool: string, standbys: PoolReadiness) {
+  const w = watcher(kube, paths.podboxes(ns), o => {
+    if (!o.status?.podIP) return false;
+    if (o.status.podName) standbys.claimed(o.status.podName);
+    return true;
+  });
+  return {
+    claim: async (name: string) => {
+      const t0 = now();
+      await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
+      return (await w.when(name)) - t0;
+    },
+    stop: w.stop,
+  };
+}
