@@ -2,6 +2,12 @@ import { z } from "zod";
 import { conditionSchema, objectName } from "./common";
 import { KindDescriptor } from "./descriptor";
 
+/**
+ * The most standbys one pool may keep. A namespace's total is a ResourceQuota's business (count of
+ * Pods and PVCs, storage requests; docs/warm-pools.md).
+ */
+export const MAX_POOL_REPLICAS = 1000;
+
 export const podWarmPoolSpecSchema = z.object({
   templateRef: objectName("PodTemplate").meta({
     description: "The PodTemplate (same namespace) whose standbys this pool keeps.",
@@ -9,6 +15,7 @@ export const podWarmPoolSpecSchema = z.object({
   replicas: z
     .int()
     .min(0, { error: "must be >= 0" })
+    .max(MAX_POOL_REPLICAS, { error: `must be <= ${MAX_POOL_REPLICAS}` })
     .default(1)
     .meta({ description: "How many standby sandboxes to keep ready." }),
 });

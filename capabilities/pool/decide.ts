@@ -41,15 +41,30 @@ export type PoolObservation = {
   template?: TemplateRef;
   templateHash?: string;
   standbys: ObservedStandby[];
-  /** Names to give new standbys, as many as could be needed (the shell makes them unique). */
+  /**
+   * Names to give new standbys (the shell makes them unique): as many as one reconcile may
+   * create, at most {@link STANDBY_CREATE_BATCH}.
+   */
   freshNames: string[];
   now: string;
 };
 
-export type PoolPlan = { actions: ObjectAction[]; status: PodWarmPoolStatus };
+export type PoolPlan = {
+  actions: ObjectAction[];
+  status: PodWarmPoolStatus;
+  /** Set when more standbys are needed than this plan creates: reconcile again after this long. */
+  requeueAfterMs?: number;
+};
 
 /** How many standbys beyond `replicas` may exist while stale ones are replaced. */
 export const MAX_SURGE = 1;
+
+/**
+ * The most standbys one reconcile creates; a pool that needs more is reconciled again at once. No
+ * reconcile does work in proportion to a number a user wrote, so one large pool cannot hold the
+ * module (and every tenant's webhook calls) for long.
+ */
+export const STANDBY_CREATE_BATCH = 16;
 
 const isReady = (s: ObservedStandby) =>
   Boolean(s.pod && !s.pod.deleting && s.pod.ready && s.pod.podIP && s.pod.phase === "Running");
@@ -128,8 +143,9 @@ export function decidePool(o: PoolObservation): PoolPlan {
   const staleLeft = stale.filter(s => !removed.has(s)).length;
   const allowed = desired + (staleLeft > 0 ? MAX_SURGE : 0);
   const want = Math.max(0, Math.min(desired - kept.length, allowed - remaining));
+  const fresh = o.freshNames.slice(0, Math.min(want, STANDBY_CREATE_BATCH));
   if (o.template && o.templateHash) {
-    for (const name of o.freshNames.slice(0, want)) {
+    for (const name of fresh) {
       const built = standby(o, name);
       actions.push(
         { type: "createPVC", pvc: built.workspace },
@@ -144,7 +160,9 @@ export function decidePool(o: PoolObservation): PoolPlan {
     }
   }
 
-  return { actions, status: poolStatus(o, live.length - removed.size, ready, kept.length) };
+  const status = poolStatus(o, live.length - removed.size, ready, kept.length);
+  const more = Boolean(o.template && o.templateHash) && want > fresh.length;
+  return { actions, status, ...(more ? { requeueAfterMs: 0 } : {}) };
 }
 
 /** The controller ownerReference of a pool's standbys. */

@@ -14,7 +14,7 @@ import {
   LABEL_VOLUME_KEY,
 } from "../manifests/labels";
 import { templateHash } from "../manifests/template-hash";
-import type { ObservedStandby, PoolObservation } from "./decide";
+import { MAX_SURGE, ObservedStandby, PoolObservation, STANDBY_CREATE_BATCH } from "./decide";
 
 /** Reads a pool, its template and its standbys (Pods and PVCs by the pool label). */
 export async function observePool(
@@ -89,7 +89,7 @@ export async function observePool(
     templateHash: hash,
     standbys: [...standbys.values()],
     freshNames: Array.from(
-      { length: spec.replicas + 1 },
+      { length: Math.min(spec.replicas + MAX_SURGE, STANDBY_CREATE_BATCH) },
       () => `${name}-${randomBytes(3).toString("hex")}`,
     ),
     now: kubeTime(now),

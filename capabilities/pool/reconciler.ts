@@ -112,6 +112,9 @@ export class PoolReconciler {
         throw e;
       }
       await writeStatus(plan.status);
+      return plan.requeueAfterMs !== undefined
+        ? { requeueAfterMs: plan.requeueAfterMs }
+        : undefined;
     } finally {
       end();
     }

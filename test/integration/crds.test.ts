@@ -67,6 +67,19 @@ describe("CRDs on the real API server", () => {
     expect((await kube.get(paths.podboxes(ns, name))).status).toBe(404);
   });
 
+  it("the API server itself bounds a pool's replicas, so no pool can ask for millions", async () => {
+    const r = await kube.create(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "huge" },
+      spec: { templateRef: "missing", replicas: 3_000_000 },
+    });
+    expect(r.status).toBe(422);
+    expect(r.body.message).toContain("spec.replicas: Invalid value: 3000000");
+    expect(r.body.message).toContain("less than or equal to 1000");
+    expect(r.body.message).not.toContain("admission webhook");
+  });
+
   it("serves the printer columns and short names", async () => {
     const r = await kube.get("/apis/pod.cubeplex.ai/v1alpha1");
     const byName = Object.fromEntries(

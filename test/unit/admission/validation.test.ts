@@ -129,6 +129,11 @@ const INVALID: Case[] = [
   { kind: "PodWarmPool", spec: pool({ replicas: -1 }), message: "spec.replicas: must be >= 0" },
   {
     kind: "PodWarmPool",
+    spec: pool({ replicas: 3_000_000 }),
+    message: "spec.replicas: must be <= 1000",
+  },
+  {
+    kind: "PodWarmPool",
     spec: pool({ replicas: 1.5 }),
     message: "spec.replicas: must be a whole number (got 1.5)",
   },

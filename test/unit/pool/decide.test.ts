@@ -4,6 +4,7 @@ import {
   failedPoolStatus,
   ObservedStandby,
   PoolObservation,
+  STANDBY_CREATE_BATCH,
 } from "../../../capabilities/pool/decide";
 import { template } from "../fixtures";
 
@@ -74,6 +75,17 @@ const summary = (p: ReturnType<typeof decidePool>) =>
   );
 
 describe("decidePool", () => {
+  it("creates at most a batch of standbys per reconcile, and asks to be reconciled again", () => {
+    const many = Array.from({ length: STANDBY_CREATE_BATCH }, (_, i) => `pool-b${i}`);
+    const p = decidePool({ ...obs(1000, []), freshNames: many });
+    expect(p.actions.filter(a => a.type === "createPod")).toHaveLength(STANDBY_CREATE_BATCH);
+    expect(p.requeueAfterMs).toBe(0);
+    // A pool the batch fills needs no second look.
+    expect(decidePool(obs(2, [])).requeueAfterMs).toBeUndefined();
+    // Nor does one whose template is missing: nothing can be created until it appears.
+    expect(decidePool(obs(1000, [], false)).requeueAfterMs).toBeUndefined();
+  });
+
   it("creates the missing standbys: both PVCs, then the Pod, labelled for the pool", () => {
     const p = decidePool(obs(2, []));
     expect(summary(p)).toEqual([...makes("pool-new0"), ...makes("pool-new1")]);
