@@ -27,6 +27,10 @@ const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
  * Idempotent: every injected item is upserted by name, so injecting twice equals injecting once,
  * and a Pod declared in Git with some of these items already present ends up the same as one
  * built by the operator.
+ *
+ * Throws for a template with mTLS and a Pod whose name is not known yet (`generateName`, as every
+ * Deployment's and Job's Pods): its Secret is named after the Pod, and all such Pods would share
+ * one Secret whose name is not even valid.
  */
 export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec): V1Pod {
   const out: V1Pod = structuredClone(pod);
@@ -40,6 +44,12 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec): V1Pod {
   const mainEnv: V1EnvVar[] = [];
 
   if (tpl.mtls?.enabled) {
+    if (!podName) {
+      throw new Error(
+        `the PodTemplate has mTLS enabled, which mounts the Secret "${tpl.mtls.secretPrefix}-<Pod name>", ` +
+          "and this Pod has no name yet (generateName): give it a name, or use a template without mTLS",
+      );
+    }
     volumes.push({
       name: MTLS_VOLUME,
       secret: { secretName: mtlsSecretName(tpl.mtls.secretPrefix, podName), defaultMode: 0o400 },

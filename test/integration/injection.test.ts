@@ -84,6 +84,22 @@ describe("the mutating webhook, called by the API server", () => {
     expect((await kube.get(paths.pods(ns, "orphan"))).status).toBe(404);
   });
 
+  it("denies a Pod made with generateName when its template mounts a per-Pod mTLS Secret", async () => {
+    const unnamed = pod("", { "pod.cubeplex.ai/template": "with-egress" });
+    const r = await kube.create(paths.pods(ns), {
+      ...unnamed,
+      metadata: { generateName: "replica-", labels: unnamed.metadata.labels },
+    });
+    expect(r.status).toBe(400);
+    expect(r.body.message).toContain(
+      'the PodTemplate has mTLS enabled, which mounts the Secret "cubepod-mtls-<Pod name>", and this Pod has no name yet (generateName)',
+    );
+    const left = await kube.get(`${paths.pods(ns)}?labelSelector=pod.cubeplex.ai/template`);
+    expect(names(left.body.items.map((p: Obj) => p.metadata))).not.toContainEqual(
+      expect.stringMatching(/^replica-/),
+    );
+  });
+
   it("leaves a Pod without the label exactly as sent", async () => {
     const created = await kube.mustCreate(paths.pods(ns), pod("bystander", { app: "web" }));
     expect(created.spec.initContainers).toBeUndefined();

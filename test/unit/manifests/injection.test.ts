@@ -87,6 +87,16 @@ describe("injectRuntime", () => {
     });
   });
 
+  it("refuses mTLS for a Pod whose name is not known yet (generateName)", () => {
+    const t = template({ mtls: { enabled: true } });
+    const unnamed = { ...built(t), metadata: { generateName: "web-", labels: {} } };
+    expect(() => injectRuntime(unnamed, t.spec)).toThrow(
+      'the PodTemplate has mTLS enabled, which mounts the Secret "cubepod-mtls-<Pod name>", and this Pod has no name yet (generateName)',
+    );
+    // Without mTLS such a Pod is fine.
+    expect(() => injectRuntime(unnamed, template().spec)).not.toThrow();
+  });
+
   it.each([
     ["plain", template()],
     ["egress + mTLS", template({ egress: EGRESS, mtls: { enabled: true } })],
