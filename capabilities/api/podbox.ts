@@ -25,6 +25,7 @@ export const REASONS = [
   "VolumesInUse",
   "PodNameInUse",
   "PodFailed",
+  "Forbidden",
   "Deleting",
   "APIError",
 ] as const;

@@ -5,13 +5,16 @@ import { buildBoxPVCs } from "../manifests/pvcs";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
 import type { Owner } from "../manifests/types";
 import { boxOwnerRef } from "../manifests/owner";
-import { effectiveState } from "../reaper/activity";
-import { readyCondition } from "../kit/conditions";
+import { effectiveState, invalidActivity, rfc3339Time } from "../reaper/activity";
+import { condition, readyCondition } from "../kit/conditions";
 import type { ObjectAction } from "../kit/object-actions";
 import type { BoxEvent, BoxObservation, BoxPlan, NameConflict, ObservedPod } from "./types";
 
 /** How long to wait before looking again at something no watch reports (a template, a parent). */
 export const WAIT_MS = 5_000;
+
+/** The condition that reports an activity annotation the reaper cannot read. */
+export const ACTIVITY_CONDITION = "ActivityRecorded";
 
 /** Reasons that describe a problem rather than a transition; shown as Warning events. */
 const PROBLEMS: PodBoxReason[] = [
@@ -24,6 +27,7 @@ const PROBLEMS: PodBoxReason[] = [
   "VolumesInUse",
   "PodNameInUse",
   "PodFailed",
+  "Forbidden",
   "APIError",
 ];
 
@@ -477,6 +481,25 @@ function plan(
     out.reason,
     out.message,
   );
+  const badActivity = invalidActivity(o.box.lastActivityAnnotation);
+  const activity = badActivity
+    ? [
+        condition(
+          prev.conditions,
+          {
+            type: ACTIVITY_CONDITION,
+            status: "False",
+            reason: "InvalidAnnotation",
+            message: badActivity,
+          },
+          o.box.generation,
+          o.now,
+        ),
+      ]
+    : [];
+  const others = (prev.conditions ?? []).filter(
+    c => c.type !== "Ready" && c.type !== ACTIVITY_CONDITION,
+  );
   const status: PodBoxStatus = clean({
     phase: out.phase,
     podName: out.podName,
@@ -494,7 +517,7 @@ function plan(
         ? o.now
         : latest(prev.lastActivityAt, o.box.lastActivityAnnotation)),
     observedGeneration: o.box.generation,
-    conditions: [ready, ...(prev.conditions ?? []).filter(c => c.type !== "Ready")],
+    conditions: [ready, ...activity, ...others],
   });
   const events: BoxEvent[] =
     prev.phase !== status.phase || prev.reason !== status.reason
@@ -509,12 +532,15 @@ function plan(
   return { actions, status, events, ...(requeueAfterMs ? { requeueAfterMs } : {}) };
 }
 
-/** The later of two RFC 3339 times (an unparsable one is ignored). */
+/**
+ * The later of two RFC 3339 times. Anything else is ignored, so that a bad annotation (or a bad
+ * value an earlier version stored) never reaches the status, whose writes it would fail.
+ */
 function latest(a?: string, b?: string): string | undefined {
-  const ta = a ? Date.parse(a) : NaN;
-  const tb = b ? Date.parse(b) : NaN;
-  if (isNaN(tb)) return isNaN(ta) ? undefined : a;
-  if (isNaN(ta)) return b;
+  const ta = rfc3339Time(a);
+  const tb = rfc3339Time(b);
+  if (tb === undefined) return ta === undefined ? undefined : a;
+  if (ta === undefined) return b;
   return tb > ta ? b : a;
 }
 

@@ -1,13 +1,14 @@
 import { a, Log } from "pepr";
 import type { V1ObjectMeta } from "@kubernetes/client-node";
 import type { PodBox } from "../api/kinds";
+import type { PodBoxStatus } from "../api/podbox";
 import { paths } from "../client/paths";
 import { claimStandby, handOverVolumes } from "../claim/apply";
 import { claimedStatus } from "../claim/decide";
 import type { WarmClaims } from "../claim/warm-claims";
 import type { Standby } from "../claim/standby-index";
-import { NamespaceTerminatingError, PermanentError } from "../kit/api-errors";
-import { kubeTime } from "../kit/conditions";
+import { NamespaceTerminatingError, PermanentError, RefusedError } from "../kit/api-errors";
+import { kubeTime, readyCondition } from "../kit/conditions";
 import { applyAction, ActionContext, ObjectAction } from "../kit/object-actions";
 import { objectKey } from "../kit/object-key";
 import type { WorkQueue, WorkResult } from "../kit/work-queue";
@@ -142,6 +143,11 @@ export class BoxReconciler {
         Log.debug({ box: key, error: e.message }, "namespace is being deleted; nothing to do");
         return;
       }
+      if (e instanceof RefusedError) {
+        // Said in the status, then retried with backoff by the queue: the cause may go.
+        await this.#reportRefusal(key, box, e.message);
+        throw e;
+      }
       if (!(e instanceof PermanentError)) throw e;
       reconcileErrors.inc({ kind: "PodBox", permanent: "true" });
       Log.warn({ box: key, error: e.message }, "PodBox failed permanently");
@@ -156,6 +162,33 @@ export class BoxReconciler {
       events.record(box, { type: "Warning", reason: "APIError", message: e.message });
     } finally {
       end();
+    }
+  }
+
+  /** A refused write: the box waits (Pending, reason Forbidden), with no Pod to show. */
+  async #reportRefusal(key: string, box: PodBox, message: string): Promise<void> {
+    const { client, events } = this.deps;
+    const prev = box.status ?? {};
+    const generation = box.metadata?.generation ?? 0;
+    const now = kubeTime(this.deps.clock());
+    // The fields of a Pod that is not there go (sent as null by the status patch).
+    const kept = Object.fromEntries(
+      Object.entries(prev).filter(([k]) => !["podName", "podIP", "poddURL"].includes(k)),
+    );
+    const status: PodBoxStatus = {
+      ...kept,
+      phase: "Pending",
+      reason: "Forbidden",
+      message: `${message}; retrying`,
+      observedGeneration: generation,
+      conditions: [
+        readyCondition(prev.conditions, false, generation, now, "Forbidden", message),
+        ...(prev.conditions ?? []).filter(c => c.type !== "Ready"),
+      ],
+    };
+    const written = await this.#writes.during(key, () => writeBoxStatus(client, box, status));
+    if (written && prev.reason !== "Forbidden") {
+      events.record(box, { type: "Warning", reason: "Forbidden", message });
     }
   }
 

@@ -4,6 +4,13 @@
 export class PermanentError extends Error {}
 
 /**
+ * A write the API server refused (403: an admission plugin or webhook, a ResourceQuota, Pod
+ * Security, a RuntimeClass that does not exist yet). Such a refusal can heal once its cause is
+ * gone, so it is retried with backoff, and reported meanwhile.
+ */
+export class RefusedError extends Error {}
+
+/**
  * A create refused because its namespace is being deleted. Everything in that namespace, the
  * CubePod objects included, is about to be deleted too: there is nothing to do and nothing to
  * report, and the deletion brings its own events.

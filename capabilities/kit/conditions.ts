@@ -6,9 +6,27 @@ export function kubeTime(at: Date = new Date()): string {
 }
 
 /**
- * The Ready condition of an object: its transition time is kept while its status holds, so that
- * a reconcile that changes nothing writes nothing.
+ * A condition of an object: its transition time is kept while its status holds, so that a
+ * reconcile that changes nothing writes nothing.
  */
+export function condition(
+  previous: Condition[] | undefined,
+  c: { type: string; status: Condition["status"]; reason: string; message: string },
+  observedGeneration: number,
+  now: string,
+): Condition {
+  const before = previous?.find(p => p.type === c.type);
+  return {
+    type: c.type,
+    status: c.status,
+    observedGeneration,
+    lastTransitionTime: before && before.status === c.status ? before.lastTransitionTime : now,
+    reason: c.reason,
+    message: c.message,
+  };
+}
+
+/** The Ready condition of an object (see {@link condition}). */
 export function readyCondition(
   previous: Condition[] | undefined,
   ready: boolean,
@@ -18,13 +36,5 @@ export function readyCondition(
   message: string,
 ): Condition {
   const status = ready ? "True" : "False";
-  const before = previous?.find(c => c.type === "Ready");
-  return {
-    type: "Ready",
-    status,
-    observedGeneration,
-    lastTransitionTime: before && before.status === status ? before.lastTransitionTime : now,
-    reason,
-    message,
-  };
+  return condition(previous, { type: "Ready", status, reason, message }, observedGeneration, now);
 }

@@ -10,6 +10,7 @@ import {
   isRetryable,
   NamespaceTerminatingError,
   PermanentError,
+  RefusedError,
   statusOf,
 } from "./api-errors";
 import type { Failpoints } from "./failpoint";
@@ -43,8 +44,9 @@ export type ActionContext = { client: ApiClient; failpoints: Failpoints };
  * is gone (404) count as done, so an action replayed after a restart is harmless; such an action
  * resolves to false (it found its work done: whoever decided on it read an outdated state), the
  * others to true. A create refused because the namespace is being deleted throws
- * {@link NamespaceTerminatingError}. Other errors a retry cannot fix become
- * {@link PermanentError}s; the rest are thrown as they are, for the queue to retry.
+ * {@link NamespaceTerminatingError}, any other refusal (403) a {@link RefusedError}: both can
+ * end without a change of ours. Other errors a retry cannot fix become {@link PermanentError}s;
+ * the rest are thrown as they are, for the queue to retry.
  * `createdPods` (name to uid) collects the Pods created, for a later `addPodOwner` of the same
  * plan.
  */
@@ -64,6 +66,7 @@ export async function applyAction(
     if (a.type === "addPodOwner" && (s === 422 || s === 404)) return false;
     if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return false;
     if (isNamespaceTerminating(e)) throw new NamespaceTerminatingError(describeError(e));
+    if (s === 403) throw new RefusedError(`${a.type} failed: ${describeError(e)}`);
     if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
     throw e;
   }

@@ -1,3 +1,4 @@
+import { timestamp } from "../api/common";
 import type { PodBoxSpec, PodBoxStatus } from "../api/podbox";
 
 /**
@@ -22,12 +23,31 @@ export type ActivityInput = {
   lastActivityAnnotation?: string;
 };
 
-const ms = (t?: string) => (t ? Date.parse(t) : NaN);
+const rfc3339 = timestamp();
+
+/**
+ * A time written as RFC 3339 (with its zone), in epoch ms; undefined for anything else. Stricter
+ * than `Date.parse`, which also takes `2030` or an RFC 2822 date: such a value copied into
+ * `status.lastActivityAt` would make every later status write fail the CRD's `date-time` check.
+ */
+export function rfc3339Time(t?: string): number | undefined {
+  return t !== undefined && rfc3339.safeParse(t).success ? Date.parse(t) : undefined;
+}
+
+/** Why an activity annotation is ignored, or undefined when it is absent or valid. */
+export function invalidActivity(annotation?: string): string | undefined {
+  if (annotation === undefined || rfc3339Time(annotation) !== undefined) return undefined;
+  return (
+    `annotation ${ANNOTATION_LAST_ACTIVITY}=${JSON.stringify(annotation)} is not an RFC 3339 ` +
+    "time such as 2026-12-01T10:00:00Z; it is ignored"
+  );
+}
 
 /** The box's last activity: the newest of the annotation and the time it last started running. */
 export function lastActivity(b: ActivityInput): number | undefined {
-  const times = [ms(b.lastActivityAnnotation), ms(b.status.lastActivityAt)].filter(t => !isNaN(t));
-  return times.length > 0 ? Math.max(...times) : undefined;
+  const times = [rfc3339Time(b.lastActivityAnnotation), rfc3339Time(b.status.lastActivityAt)];
+  const known = times.filter((t): t is number => t !== undefined);
+  return known.length > 0 ? Math.max(...known) : undefined;
 }
 
 /** When the box becomes idle (epoch ms), if it has an idle timeout. */
@@ -39,8 +59,7 @@ export function idleDeadline(b: ActivityInput): number | undefined {
 
 /** When the lease ends (epoch ms), if there is one. */
 export function leaseDeadline(b: ActivityInput): number | undefined {
-  const t = ms(b.spec.leaseExpiresAt);
-  return isNaN(t) ? undefined : t;
+  return rfc3339Time(b.spec.leaseExpiresAt);
 }
 
 /**

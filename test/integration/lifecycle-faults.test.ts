@@ -95,6 +95,35 @@ describe("bad input at runtime", () => {
   });
 });
 
+describe("refusals that can heal", () => {
+  it("a Pod refused by admission: Pending (Forbidden) with the cause, Running once it is gone", async () => {
+    const runtimeClass = `later-${Math.random().toString(36).slice(2, 7)}`;
+    await kube.mustCreate(
+      paths.podtemplates(ns),
+      podTemplate("later", { ...TEMPLATE, runtimeClassName: runtimeClass }),
+    );
+    await h.createBox("patient", { templateRef: "later" });
+    const waiting = await h.waitPhase("patient", "Pending", "Forbidden");
+    expect(waiting.status.message).toContain(`RuntimeClass "${runtimeClass}" not found`);
+    expect(waiting.status.message).toMatch(/; retrying$/);
+    await h.waitEvent("patient", "Forbidden");
+    // The cause goes: the next retry starts the box.
+    const rc = `/apis/node.k8s.io/v1/runtimeclasses`;
+    await kube.mustCreate(rc, {
+      apiVersion: "node.k8s.io/v1",
+      kind: "RuntimeClass",
+      metadata: { name: runtimeClass },
+      handler: "runc",
+    });
+    try {
+      const box = await h.waitPhase("patient", "Running", undefined, 60_000);
+      expect(box.status.podName).toBe("patient");
+    } finally {
+      await kube.delete(`${rc}/${runtimeClass}`);
+    }
+  });
+});
+
 describe("names taken by objects that are not the box's", () => {
   it("a PVC of the box's volume name: Failed (VolumesInUse), the PVC neither mounted nor changed", async () => {
     const squatter = await kube.mustCreate(paths.pvcs(ns), {

@@ -34,6 +34,23 @@ describe("the reaper (a pass every 10 s, Pepr's shortest schedule)", () => {
     await h.waitPhase("idle", "Paused", "IdlePaused", 30_000);
   });
 
+  it("reports an activity annotation that is not RFC 3339 and keeps managing the box", async () => {
+    await h.createBox("odd-clock", { templateRef: "python" });
+    await h.waitPhase("odd-clock", "Running");
+    await kube.mergePatch(paths.podboxes(ns, "odd-clock"), {
+      metadata: { annotations: { "pod.cubeplex.ai/last-activity": "2030" } },
+    });
+    const reported = await kube.waitFor(paths.podboxes(ns, "odd-clock"), o =>
+      (o?.status?.conditions ?? []).some(
+        (c: Obj) => c.type === "ActivityRecorded" && c.reason === "InvalidAnnotation",
+      ),
+    );
+    expect(reported?.status.lastActivityAt).not.toBe("2030");
+    // Its status still takes writes: a pause goes through.
+    await h.patchBox("odd-clock", { desiredState: "Paused" });
+    await h.waitPhase("odd-clock", "Paused", "Paused");
+  });
+
   it("leaves a leased box running; once the lease expires it is paused, then terminated", async () => {
     const leaseEnd = Date.now() + 8_000;
     const phases: { phase: string; reason: string; at: number }[] = [];

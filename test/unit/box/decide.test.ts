@@ -669,6 +669,50 @@ describe("decideBox: idle pause, activity and leases", () => {
     expect(p.status).toMatchObject({ reason: "Resumed", lastActivityAt: NOW });
   });
 
+  it.each(["2030", "Tue, 01 Dec 2026 10:00:00 GMT", "yesterday"])(
+    "ignores an activity annotation that is not RFC 3339 (%s), and says so in a condition",
+    bad => {
+      const p = decideBox(
+        obs({
+          spec: idleSpec,
+          status: runningSince(30),
+          activity: bad,
+          pvcs: VOLUMES,
+          pods: [pod()],
+        }),
+      );
+      expect(p.actions).toEqual([]);
+      expect(p.status.lastActivityAt).toBe(since(30));
+      expect(p.status.conditions).toContainEqual(
+        expect.objectContaining({
+          type: "ActivityRecorded",
+          status: "False",
+          reason: "InvalidAnnotation",
+          message: expect.stringContaining(`${JSON.stringify(bad)} is not an RFC 3339 time`),
+        }),
+      );
+      // The box still goes idle on its real activity.
+      const later = decideBox(
+        obs({ spec: idleSpec, status: runningSince(601), activity: bad, pods: [pod()] }),
+      );
+      expect(later.status.reason).toBe("IdlePaused");
+    },
+  );
+
+  it("drops the condition once the annotation is fixed, and a bad time an earlier version stored", () => {
+    const reported = decideBox(
+      obs({ status: runningSince(30), activity: "2030", pvcs: VOLUMES, pods: [pod()] }),
+    ).status;
+    const fixed = decideBox(
+      obs({ status: reported, activity: since(1), pvcs: VOLUMES, pods: [pod()] }),
+    );
+    expect(fixed.status.conditions?.map(c => c.type)).toEqual(["Ready"]);
+    expect(fixed.status.lastActivityAt).toBe(since(1));
+    const stored = { ...running(), lastActivityAt: "2030" };
+    const healed = decideBox(obs({ status: stored, pvcs: VOLUMES, pods: [pod()] }));
+    expect(healed.status.lastActivityAt).toBeUndefined();
+  });
+
   it("never pauses a box with a live lease", () => {
     const spec = { ...idleSpec, leaseExpiresAt: "2026-11-30T11:00:00Z" };
     expect(

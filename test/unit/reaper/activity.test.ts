@@ -21,6 +21,14 @@ describe("idle and lease rules", () => {
     expect(lastActivity({ ...box({}), status: {} })).toBeUndefined();
   });
 
+  it("reads only RFC 3339 times: JavaScript's looser dates are not activity", () => {
+    for (const bad of ["2030", "Tue, 01 Dec 2026 10:00:00 GMT", "2026-12-01", "soon"]) {
+      expect(lastActivity(box({}, at(0), bad))).toBe(T0);
+    }
+    expect(lastActivity(box({}, at(0), "2026-11-30T11:00:00+01:00"))).toBe(T0);
+    expect(lastActivity(box({}, at(0), "2026-11-30T10:00:30.5Z"))).toBe(T0 + 30_500);
+  });
+
   it("leaves a box without an idle timeout running forever", () => {
     expect(idleDeadline(box({}))).toBeUndefined();
     expect(idleDeadline(box({ idleTimeoutSeconds: 0 }))).toBeUndefined();
