@@ -7,7 +7,7 @@ import {
   validateWarmPoolRequest,
 } from "./admission/validate";
 import { loadConfig } from "./config";
-import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE } from "./manifests/labels";
+import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE, LABEL_VOLUME_KEY } from "./manifests/labels";
 import { Operator } from "./operator";
 
 /**
@@ -73,10 +73,21 @@ When(CubePodTemplate)
   .IsDeleted()
   .Watch(tpl => operator.onTemplateEvent(tpl));
 
-// A PodWarmPool keeps spec.replicas standbys of its template, replacing stale ones gradually.
+// A PodWarmPool keeps spec.replicas standbys of its template, replacing stale ones gradually;
+// boxes waiting for it look again.
 When(PodWarmPool)
   .IsCreatedOrUpdated()
-  .Reconcile(async pool => operator.pools.onPoolEvent(pool));
+  .Reconcile(async pool => operator.onPoolEvent(pool));
+
+// CubePod's PVCs wake the boxes that wait for them (volumes to re-attach, or to finish going).
+When(a.PersistentVolumeClaim)
+  .IsCreatedOrUpdated()
+  .WithLabel(LABEL_VOLUME_KEY)
+  .Watch(async pvc => operator.onVolumeEvent(pvc));
+When(a.PersistentVolumeClaim)
+  .IsDeleted()
+  .WithLabel(LABEL_VOLUME_KEY)
+  .Watch(async pvc => operator.onVolumeEvent(pvc));
 
 // Standby Pods feed the index of ready standbys that claims pick from; their pool looks again.
 When(a.Pod)

@@ -90,6 +90,7 @@ export class Operator {
   async onTemplateEvent(tpl: CubePodTemplate): Promise<void> {
     const namespace = tpl.metadata!.namespace!;
     const name = tpl.metadata!.name;
+    this.boxes.wake("PodTemplate", namespace, name!);
     const [boxes, pools] = await Promise.all([
       this.client.list<PodBox>(paths.podBoxes(namespace)),
       this.client.list<PodWarmPool>(paths.podWarmPools(namespace)),
@@ -104,6 +105,17 @@ export class Operator {
         this.pools.reconcileSoon(objectKey(namespace, pool.metadata!.name!));
       }
     }
+  }
+
+  /** A PodWarmPool appeared or changed: it reconciles, and the boxes waiting for it look again. */
+  onPoolEvent(pool: PodWarmPool): void {
+    this.boxes.wake("PodWarmPool", pool.metadata!.namespace!, pool.metadata!.name!);
+    this.pools.onPoolEvent(pool);
+  }
+
+  /** A CubePod PVC appeared, changed or went: the boxes waiting for it look again. */
+  onVolumeEvent(pvc: a.PersistentVolumeClaim): void {
+    this.boxes.wake("PersistentVolumeClaim", pvc.metadata!.namespace!, pvc.metadata!.name!);
   }
 
   /** A standby Pod changed, went, or was claimed (it left the pool's label selection). */

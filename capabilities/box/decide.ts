@@ -8,10 +8,14 @@ import { boxOwnerRef } from "../manifests/owner";
 import { effectiveState, invalidActivity, rfc3339Time } from "../reaper/activity";
 import { condition, readyCondition } from "../kit/conditions";
 import type { ObjectAction } from "../kit/object-actions";
-import type { BoxEvent, BoxObservation, BoxPlan, NameConflict, ObservedPod } from "./types";
-
-/** How long to wait before looking again at something no watch reports (a template, a parent). */
-export const WAIT_MS = 5_000;
+import type {
+  AwaitedObject,
+  BoxEvent,
+  BoxObservation,
+  BoxPlan,
+  NameConflict,
+  ObservedPod,
+} from "./types";
 
 /** The condition that reports an activity annotation the reaper cannot read. */
 export const ACTIVITY_CONDITION = "ActivityRecorded";
@@ -189,7 +193,7 @@ function run(o: BoxObservation): BoxPlan {
         reason: "VolumesNotFound",
         message: `PVC ${deletingVolume.name} is being deleted; waiting for it to go before creating it again`,
       },
-      WAIT_MS,
+      [{ kind: "PersistentVolumeClaim", name: deletingVolume.name }],
     );
   }
 
@@ -203,7 +207,7 @@ function run(o: BoxObservation): BoxPlan {
         reason: "VolumesNotFound",
         message: `no workspace PVC ${workspaceName} to re-attach for volume key "${spec.volumeKey}"`,
       },
-      WAIT_MS,
+      [{ kind: "PersistentVolumeClaim", name: workspaceName }],
     );
   }
 
@@ -226,7 +230,7 @@ function run(o: BoxObservation): BoxPlan {
         reason: "TemplateNotFound",
         message: `PodTemplate ${ref} not found in namespace ${box.namespace}`,
       },
-      WAIT_MS,
+      templateWaits(o),
     );
   }
 
@@ -398,11 +402,21 @@ function waitForParent(
       reason: state === "missing" ? "ForkParentNotFound" : "ForkParentNotReady",
       message:
         state === "missing"
-          ? `PodBox ${parent} (forkFrom) not found in namespace ${o.box.namespace}; retrying`
-          : `PodBox ${parent} (forkFrom) has no volumes yet; retrying`,
+          ? `PodBox ${parent} (forkFrom) not found in namespace ${o.box.namespace}; waiting for it`
+          : `PodBox ${parent} (forkFrom) has no volumes yet; waiting for them`,
     },
-    WAIT_MS,
+    [{ kind: "PodBox", name: parent! }],
   );
+}
+
+/** What a box whose template is missing waits for: the template, and its pool if it has one. */
+function templateWaits(o: BoxObservation): AwaitedObject[] {
+  const { templateRef, warmPoolRef } = o.box.spec;
+  const name = o.templateName ?? templateRef;
+  return [
+    ...(name ? [{ kind: "PodTemplate" as const, name }] : []),
+    ...(warmPoolRef ? [{ kind: "PodWarmPool" as const, name: warmPoolRef }] : []),
+  ];
 }
 
 /** Why the box is heading to Running: decided when the transition starts, then kept. */
@@ -465,7 +479,7 @@ function plan(
   o: BoxObservation,
   actions: ObjectAction[],
   out: Outcome,
-  requeueAfterMs?: number,
+  waitingFor?: AwaitedObject[],
 ): BoxPlan {
   const prev = o.box.status ?? {};
   const envdPort = o.template?.spec.envdPort;
@@ -529,7 +543,7 @@ function plan(
           },
         ]
       : [];
-  return { actions, status, events, ...(requeueAfterMs ? { requeueAfterMs } : {}) };
+  return { actions, status, events, ...(waitingFor ? { waitingFor } : {}) };
 }
 
 /**

@@ -53,7 +53,7 @@ export async function observeBox(
     client.list<kind.PersistentVolumeClaim>(paths.pvcs(namespace), `${label}=${value}`, {
       fromCache,
     });
-  const [template, pods, pvcs, kept, parent] = await Promise.all([
+  const [looked, pods, pvcs, kept, parent] = await Promise.all([
     getTemplate(client, namespace, spec.templateRef, spec.warmPoolRef, status.templateName),
     client.list<kind.Pod>(paths.pods(namespace), `${LABEL_BOX}=${name}`, { fromCache }),
     pvcsWithLabel(LABEL_BOX, name),
@@ -84,7 +84,8 @@ export async function observeBox(
       deleting: Boolean(box.metadata?.deletionTimestamp),
       lastActivityAnnotation: box.metadata?.annotations?.[ANNOTATION_LAST_ACTIVITY],
     },
-    template,
+    template: looked.template,
+    ...(looked.name ? { templateName: looked.name } : {}),
     pods: pods.map(observedPod),
     pvcs: [...all.values()].flatMap(p => observedPVC(p, uid)),
     parent,
@@ -95,7 +96,7 @@ export async function observeBox(
 
 /**
  * The box's template: its own, else its pool's, else (the pool gone) the one it was last built
- * from, so that a claimed box outlives its pool.
+ * from, so that a claimed box outlives its pool; with the name looked for, if one was known.
  */
 async function getTemplate(
   client: ApiClient,
@@ -103,19 +104,19 @@ async function getTemplate(
   templateRef: string | undefined,
   warmPoolRef: string | undefined,
   lastBuiltFrom: string | undefined,
-): Promise<TemplateRef | undefined> {
+): Promise<{ name?: string; template?: TemplateRef }> {
   let name = templateRef;
   if (!name && warmPoolRef) {
     const pool = await client.get<PodWarmPool>(paths.podWarmPools(namespace, warmPoolRef));
     name = pool?.spec?.templateRef ?? lastBuiltFrom;
   }
-  if (!name) return undefined;
+  if (!name) return {};
   const tpl = await client.get<CubePodTemplate>(paths.podTemplates(namespace, name));
-  if (!tpl) return undefined;
+  if (!tpl) return { name };
   const verdict = validatePodTemplate(tpl.spec);
   if (!verdict.ok)
     throw new PermanentError(`PodTemplate ${name} is invalid: ${verdict.errors.join("; ")}`);
-  return { name, spec: verdict.spec };
+  return { name, template: { name, spec: verdict.spec } };
 }
 
 async function getParent(

@@ -31,7 +31,8 @@ import {
 } from "./apply";
 import { decideBox, readsFromCache } from "./decide";
 import { observeBox } from "./observe";
-import type { BoxPlan, NameConflict } from "./types";
+import type { AwaitedObject, BoxPlan, NameConflict } from "./types";
+import { WaitingBoxes } from "./waiting-boxes";
 
 /** Passes of one reconcile: from the cache, consistent, with the conflict found. */
 const MAX_PASSES = 3;
@@ -53,6 +54,8 @@ export type BoxReconcilerDeps = ActionContext & {
 export class BoxReconciler {
   /** Box versions this reconciler wrote: their watch events need no reconcile. */
   readonly #writes = new WriteEchoes();
+  /** Boxes waiting for an object to appear, be ready or go: its watch event wakes them. */
+  readonly #waiting = new WaitingBoxes();
 
   constructor(private readonly deps: BoxReconcilerDeps) {}
 
@@ -60,6 +63,8 @@ export class BoxReconciler {
   onBoxEvent(box: PodBox): void {
     const { claims, queue } = this.deps;
     const key = objectKey(box.metadata!.namespace!, box.metadata!.name!);
+    // Forks wait for their parent's status, which is one of our own writes: before the echo check.
+    this.wake("PodBox", box.metadata!.namespace!, box.metadata!.name!);
     claims.settled(box);
     this.#writes.unlessEcho(key, box.metadata?.resourceVersion, () => {
       if (claims.consider(key, box, performance.now())) queue.addFirst(key);
@@ -83,6 +88,11 @@ export class BoxReconciler {
       podWrites.forget(podKey);
       enqueue();
     } else podWrites.unlessEcho(podKey, pod.metadata?.resourceVersion, enqueue);
+  }
+
+  /** A watch event of an object boxes may wait for: they look again. */
+  wake(kind: AwaitedObject["kind"], namespace: string, name: string): void {
+    for (const key of this.#waiting.event(kind, namespace, name)) this.reconcileSoon(key);
   }
 
   /** Asks for a full reconcile of the box: something about it changed. */
@@ -118,9 +128,11 @@ export class BoxReconciler {
     }
 
     const [namespace, name] = key.split("/");
+    const since = this.#waiting.mark();
     const box = await client.get<PodBox>(paths.podBoxes(namespace, name));
     if (!box) {
       this.#writes.forget(key);
+      this.#waiting.forget(key);
       return;
     }
     const end = reconcileDuration.startTimer({ kind: "PodBox" });
@@ -135,9 +147,10 @@ export class BoxReconciler {
       }
       for (const event of plan.events) events.record(box, event);
       if (plan.cleanupDone) await removeFinalizer(client, box);
-      return plan.requeueAfterMs !== undefined
-        ? { requeueAfterMs: plan.requeueAfterMs }
-        : undefined;
+      // What it waits for came meanwhile: look again now, else sleep until it comes.
+      if (this.#waiting.waitFor(key, namespace, plan.waitingFor ?? [], since)) {
+        return { requeueAfterMs: 0 };
+      }
     } catch (e) {
       if (e instanceof NamespaceTerminatingError) {
         Log.debug({ box: key, error: e.message }, "namespace is being deleted; nothing to do");
@@ -160,6 +173,7 @@ export class BoxReconciler {
       };
       await this.#writes.during(key, () => writeBoxStatus(client, box, failed));
       events.record(box, { type: "Warning", reason: "APIError", message: e.message });
+      this.#waiting.forget(key);
     } finally {
       end();
     }

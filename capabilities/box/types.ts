@@ -56,6 +56,8 @@ export type BoxObservation = {
   };
   /** undefined: the PodTemplate does not exist. */
   template?: TemplateRef;
+  /** The name of the template looked for (its own, or its pool's), when one is known. */
+  templateName?: string;
   pods: ObservedPod[];
   pvcs: ObservedPVC[];
   /** Present when spec.forkFrom is set. */
@@ -64,6 +66,12 @@ export type BoxObservation = {
   conflict?: NameConflict;
   /** The time of the observation (RFC 3339), for conditions. */
   now: string;
+};
+
+/** An object a waiting box waits for: a watch event of it wakes the box. */
+export type AwaitedObject = {
+  kind: "PodTemplate" | "PodWarmPool" | "PodBox" | "PersistentVolumeClaim";
+  name: string;
 };
 
 /** A Kubernetes Event about the box. */
@@ -75,8 +83,11 @@ export type BoxPlan = {
   /** The status the box should have; written only when it differs from the observed one. */
   status: PodBoxStatus;
   events: BoxEvent[];
-  /** Look again after this long even without an event (waiting on something not watched). */
-  requeueAfterMs?: number;
+  /**
+   * What the box waits for (it does not exist yet, or is not ready, or is still going): the box
+   * is reconciled again on a watch event of one of them, and costs no request meanwhile.
+   */
+  waitingFor?: AwaitedObject[];
   /** Deletion only: everything is cleaned up, the finalizer may go. */
   cleanupDone?: boolean;
 };

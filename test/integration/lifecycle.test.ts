@@ -131,7 +131,7 @@ describe("PodBox lifecycle, observed in the API server", () => {
     await h.createBox("orphan", { templateRef: "python", forkFrom: "later" });
     const waiting = await h.waitPhase("orphan", "Pending", "ForkParentNotFound");
     expect(waiting.status.message).toBe(
-      `PodBox later (forkFrom) not found in namespace ${ns}; retrying`,
+      `PodBox later (forkFrom) not found in namespace ${ns}; waiting for it`,
     );
     expect(await h.pvcsOf("orphan")).toEqual([]);
     await h.createBox("later", { templateRef: "python" });

@@ -1,5 +1,5 @@
 import { podBoxSpecSchema, PodBoxStatus } from "../../../capabilities/api/podbox";
-import { decideBox, readsFromCache, WAIT_MS } from "../../../capabilities/box/decide";
+import { decideBox, readsFromCache } from "../../../capabilities/box/decide";
 import type { BoxObservation, ObservedPod, ObservedPVC } from "../../../capabilities/box/types";
 import {
   claimedStatus as statusOfClaim,
@@ -224,7 +224,7 @@ describe("decideBox: template and volumes", () => {
   it("waits for a missing template, creating nothing", () => {
     const p = decideBox(obs({ template: null }));
     expect(p.actions).toEqual([]);
-    expect(p.requeueAfterMs).toBe(WAIT_MS);
+    expect(p.waitingFor).toEqual([{ kind: "PodTemplate", name: "python" }]);
     expect(p.status).toMatchObject({
       phase: "Pending",
       reason: "TemplateNotFound",
@@ -265,12 +265,23 @@ describe("decideBox: template and volumes", () => {
     expect(p.status.reason).toBe("Started");
   });
 
+  it("waits for its pool, and for the pool's template once that is known", () => {
+    const spec = { templateRef: undefined, warmPoolRef: "pool" };
+    const noPool = decideBox(obs({ spec, template: null }));
+    expect(noPool.waitingFor).toEqual([{ kind: "PodWarmPool", name: "pool" }]);
+    const noTemplate = decideBox({ ...obs({ spec, template: null }), templateName: "python2" });
+    expect(noTemplate.waitingFor).toEqual([
+      { kind: "PodTemplate", name: "python2" },
+      { kind: "PodWarmPool", name: "pool" },
+    ]);
+  });
+
   it("waits while one of its PVCs is being deleted", () => {
     const p = decideBox(
       obs({ pvcs: [pvc("box-workspace", { deleting: true }), pvc("box-rootfs-g1")] }),
     );
     expect(p.actions).toEqual([]);
-    expect(p.requeueAfterMs).toBe(WAIT_MS);
+    expect(p.waitingFor).toEqual([{ kind: "PersistentVolumeClaim", name: "box-workspace" }]);
     expect(p.status.message).toContain("PVC box-workspace is being deleted");
   });
 
@@ -298,7 +309,7 @@ describe("decideBox: names another object holds", () => {
     expect(p.events).toEqual([
       expect.objectContaining({ type: "Warning", reason: "VolumesInUse" }),
     ]);
-    expect(p.requeueAfterMs).toBeUndefined();
+    expect(p.waitingFor).toBeUndefined();
   });
 
   it("fails on a Pod name that is taken, leaving its own volumes and any Pod of its own alone", () => {
@@ -351,14 +362,14 @@ describe("decideBox: fork", () => {
   });
 
   it.each([
-    ["missing", "Pending", "ForkParentNotFound", WAIT_MS],
-    ["notReady", "Pending", "ForkParentNotReady", WAIT_MS],
+    ["missing", "Pending", "ForkParentNotFound", [{ kind: "PodBox", name: "parent" }]],
+    ["notReady", "Pending", "ForkParentNotReady", [{ kind: "PodBox", name: "parent" }]],
     ["deleting", "Failed", "ForkParentDeleting", undefined],
-  ] as const)("with a parent %s: %s %s, nothing created", (state, phase, reason, requeue) => {
+  ] as const)("with a parent %s: %s %s, nothing created", (state, phase, reason, waits) => {
     const p = decideBox(obs({ spec: { forkFrom: "parent" }, parent: { state } }));
     expect(p.actions).toEqual([]);
     expect(p.status).toMatchObject({ phase, reason });
-    expect(p.requeueAfterMs).toBe(requeue);
+    expect(p.waitingFor).toEqual(waits);
   });
 
   it("needs no parent once its own volumes exist", () => {
@@ -475,6 +486,7 @@ describe("decideBox: volume key (re-attach)", () => {
     const p = decideBox(obs({ spec: { volumeKey: "gone" } }));
     expect(p.actions).toEqual([]);
     expect(p.status).toMatchObject({ phase: "Pending", reason: "VolumesNotFound" });
+    expect(p.waitingFor).toEqual([{ kind: "PersistentVolumeClaim", name: "gone-workspace" }]);
   });
 });
 

@@ -1,0 +1,61 @@
+import { existsSync, readdirSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { CLUSTER_DIR, Kube, paths } from "../../hack/lib/kube";
+import { podTemplate } from "../../hack/lib/objects";
+import { inNamespace, useTestNamespace } from "./lifecycle-helpers";
+
+const kube = new Kube();
+let ns: string;
+let h: ReturnType<typeof inNamespace>;
+
+useTestNamespace(kube, "it-waiting", podTemplate("python"), (n, helpers) => {
+  ns = n;
+  h = helpers;
+});
+
+/** Requests the module's own client sent about objects in the test's namespace (audit log). */
+function moduleRequestsInNamespace(): number {
+  const dir = join(CLUSTER_DIR, "logs");
+  if (!existsSync(dir)) return NaN;
+  return readdirSync(dir)
+    .filter(f => f.startsWith("audit") && f.endsWith(".log"))
+    .flatMap(f => readFileSync(join(dir, f), "utf8").split("\n"))
+    .filter(l => l.includes('"userAgent":"cubepod"') && l.includes(`"namespace":"${ns}"`)).length;
+}
+
+const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+
+describe("boxes waiting for something that does not exist yet", () => {
+  it("cost no request while they wait, in every waiting reason", async () => {
+    await h.createBox("needs-template", { templateRef: "later" });
+    await h.createBox("needs-pool", { warmPoolRef: "later-pool" });
+    await h.createBox("needs-parent", { templateRef: "python", forkFrom: "later-parent" });
+    await h.createBox("needs-volumes", { templateRef: "python", volumeKey: "later-key" });
+    await h.waitPhase("needs-template", "Pending", "TemplateNotFound");
+    await h.waitPhase("needs-pool", "Pending", "TemplateNotFound");
+    await h.waitPhase("needs-parent", "Pending", "ForkParentNotFound");
+    await h.waitPhase("needs-volumes", "Pending", "VolumesNotFound");
+    // Past the Events' and claims' deferred writes, then two of the old polling periods.
+    await sleep(6_000);
+    const before = moduleRequestsInNamespace();
+    await sleep(12_000);
+    expect(moduleRequestsInNamespace()).toBe(before);
+  });
+
+  it("each wake on the watch event of what it waits for", async () => {
+    await kube.mustCreate(paths.podtemplates(ns), podTemplate("later"));
+    await h.waitPhase("needs-template", "Running");
+
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "later-pool" },
+      spec: { templateRef: "python", replicas: 1 },
+    });
+    await h.waitPhase("needs-pool", "Running");
+
+    await h.createBox("later-parent", { templateRef: "python" });
+    await h.waitPhase("later-parent", "Running");
+    await h.waitPhase("needs-parent", "Running", "ForkCloned");
+  });
+});
