@@ -35,8 +35,11 @@ When(a.Pod)
   .WithLabel(LABEL_TEMPLATE)
   .Mutate(req => injector.inject(req));
 
-// PodTemplates must satisfy their schema and cross-field rules.
-When(CubePodTemplate).IsCreatedOrUpdated().Validate(validateTemplateRequest);
+// PodTemplates must satisfy their schema and cross-field rules, and their author must hold the
+// rights a template lends (create Pods, get the Secrets it names).
+When(CubePodTemplate)
+  .IsCreatedOrUpdated()
+  .Validate(req => validateTemplateRequest(req, operator.client));
 
 // PodWarmPools must satisfy their schema.
 When(PodWarmPool).IsCreatedOrUpdated().Validate(validateWarmPoolRequest);

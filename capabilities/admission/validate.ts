@@ -3,6 +3,8 @@ import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
 import { validatePodBox, validatePodTemplate, validatePodWarmPool, Verdict } from "./rules";
+import { sameJSON } from "../kit/status-patch";
+import { accessNeeded, describeAccess, missingAccess } from "./template-access";
 
 type Req<T extends a.GenericKind> = PeprValidateRequest<T>;
 
@@ -13,10 +15,32 @@ const deleting = <T extends a.GenericKind>(req: Req<T>) =>
 const answer = <T extends a.GenericKind, S>(req: Req<T>, verdict: Verdict<S>) =>
   verdict.ok ? req.Approve() : req.Deny(verdict.errors.join("; "), 422);
 
-/** Validate action for PodTemplate creates and updates. */
-export async function validateTemplateRequest(req: Req<CubePodTemplate>) {
+/**
+ * Validate action for PodTemplate creates and updates: the schema and rules, then the rights the
+ * template would lend (see {@link accessNeeded}), asked of the API server for the requesting user.
+ */
+export async function validateTemplateRequest(req: Req<CubePodTemplate>, client: ApiClient) {
   if (deleting(req)) return req.Approve();
-  return answer(req, validatePodTemplate(req.Raw.spec));
+  const verdict = validatePodTemplate(req.Raw.spec);
+  if (!verdict.ok) return answer(req, verdict);
+  const old = (req.OldResource as CubePodTemplate | undefined)?.spec;
+  if (req.Request.operation === "UPDATE" && old && sameJSON(old, req.Raw.spec)) {
+    return req.Approve();
+  }
+  const namespace = req.Raw.metadata?.namespace || req.Request.namespace || "";
+  const missing = await missingAccess(
+    client,
+    req.Request.userInfo,
+    namespace,
+    accessNeeded(verdict.spec),
+  );
+  if (missing.length === 0) return req.Approve();
+  const rights = missing.map(a => describeAccess(a, namespace)).join("; ");
+  return req.Deny(
+    `a PodTemplate makes CubePod create Pods from it and mount the Secrets it names, so its ` +
+      `author needs those rights; ${req.Request.userInfo.username ?? "the requester"} may not: ${rights}`,
+    422,
+  );
 }
 
 /** Validate action for PodWarmPool creates and updates. */

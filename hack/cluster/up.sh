@@ -38,7 +38,7 @@ start kube-controller-manager "$CUBEPOD_BIN/kube-controller-manager" \
   --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
   --authorization-kubeconfig "$KUBECONFIG_FILE" --leader-elect=false \
   --bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
-  --controllers garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller \
+  --controllers garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller,clusterrole-aggregation-controller \
   --kube-api-qps 200 --kube-api-burst 400
 
 sed "s#KUBECONFIG_PLACEHOLDER#$KUBECONFIG_FILE#" "$here/manifests/scheduler.yaml" >"$CLUSTER_DIR/scheduler.yaml"

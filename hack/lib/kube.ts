@@ -34,7 +34,14 @@ export class Kube {
   private readonly server: URL;
   private readonly agent: Agent;
 
-  constructor(kubeconfig = KUBECONFIG) {
+  /**
+   * @param impersonate a user (and groups) to act as, through the admin's right to impersonate:
+   *   how tests act as restricted tenants
+   */
+  constructor(
+    kubeconfig = KUBECONFIG,
+    private readonly impersonate?: { user: string; groups?: string[] },
+  ) {
     const cfg = parse(readFileSync(kubeconfig, "utf8"));
     const b64 = (s: string) => Buffer.from(s, "base64");
     this.server = new URL(cfg.clusters[0].cluster.server);
@@ -77,7 +84,16 @@ export class Kube {
           path,
           method,
           agent: this.agent,
-          headers: { "Content-Type": contentType, Accept: "application/json" },
+          headers: {
+            "Content-Type": contentType,
+            Accept: "application/json",
+            ...(this.impersonate
+              ? {
+                  "Impersonate-User": this.impersonate.user,
+                  "Impersonate-Group": ["system:authenticated", ...(this.impersonate.groups ?? [])],
+                }
+              : {}),
+          },
         },
         res => {
           const chunks: Buffer[] = [];

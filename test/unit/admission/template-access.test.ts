@@ -1,0 +1,36 @@
+import { podTemplateSpecSchema } from "../../../capabilities/api/podtemplate";
+import { accessNeeded, describeAccess } from "../../../capabilities/admission/template-access";
+
+const spec = (extra: object) => podTemplateSpecSchema.parse({ image: "py:3", ...extra });
+
+describe("accessNeeded: the rights a template lends", () => {
+  it("always the right to create Pods (the operator runs the template's image)", () => {
+    expect(accessNeeded(spec({}))).toEqual([{ verb: "create", resource: "pods" }]);
+  });
+
+  it("get on the egress Secret, only when the sidecar is on", () => {
+    const egress = { enabled: true, image: "proxy:1", secretName: "creds" };
+    expect(accessNeeded(spec({ egress }))).toContainEqual({
+      verb: "get",
+      resource: "secrets",
+      name: "creds",
+    });
+    expect(accessNeeded(spec({ egress: { ...egress, enabled: false } }))).toHaveLength(1);
+  });
+
+  it("get on every Secret for mTLS, whose Secret is named after each Pod", () => {
+    expect(accessNeeded(spec({ mtls: { enabled: true } }))).toContainEqual({
+      verb: "get",
+      resource: "secrets",
+    });
+  });
+
+  it("names each right as a denial shows it", () => {
+    expect(describeAccess({ verb: "get", resource: "secrets", name: "creds" }, "ns")).toBe(
+      'get secrets "creds" in namespace "ns"',
+    );
+    expect(describeAccess({ verb: "create", resource: "pods" }, "ns")).toBe(
+      'create pods in namespace "ns"',
+    );
+  });
+});
