@@ -2,7 +2,43 @@ import { dnsLabel } from "../api/common";
 import { PodBoxSpec, podBoxSpecSchema } from "../api/podbox";
 import { PodTemplateSpec, podTemplateSpecSchema } from "../api/podtemplate";
 import { PodWarmPoolSpec, podWarmPoolSpecSchema } from "../api/podwarmpool";
+import { quantityValue } from "../api/quantity";
+import { EGRESS_SECRET_MOUNT } from "../manifests/injection";
+import { PODD_BIN_DIR, ROOTFS_MOUNT, WORKSPACE_MOUNT } from "../manifests/pod";
 import { parseWithMessages } from "./zod-errors";
+
+/** Paths CubePod mounts into the sandbox container, and what uses them. */
+const RESERVED_MOUNTS: [string, string][] = [
+  [PODD_BIN_DIR, "podd"],
+  [EGRESS_SECRET_MOUNT, "the egress sidecar"],
+  [WORKSPACE_MOUNT, "the workspace volume"],
+  [ROOTFS_MOUNT, "the rootfs volume"],
+];
+
+/** True when one path is the other or lies inside it. */
+const overlaps = (a: string, b: string) => {
+  const [x, y] = [a.replace(/\/+$/, ""), b.replace(/\/+$/, "")];
+  return x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`);
+};
+
+/**
+ * The longest name of a PodTemplate: it becomes the value of the label
+ * `pod.cubeplex.ai/template` on its Pods, and label values have at most 63 characters.
+ */
+export const MAX_TEMPLATE_NAME = 63;
+/** The longest name of a PodWarmPool: its standbys are `<pool>-<6 hex>`, a label value too. */
+export const MAX_POOL_NAME = 56;
+
+/** The rule on an object's name whose derived names must stay valid, if it is broken. */
+export function nameRule(kind: "PodTemplate" | "PodWarmPool", name: string): string[] {
+  const max = kind === "PodTemplate" ? MAX_TEMPLATE_NAME : MAX_POOL_NAME;
+  if (name.length <= max) return [];
+  const why =
+    kind === "PodTemplate"
+      ? "it becomes the label value pod.cubeplex.ai/template on its Pods"
+      : "its standbys are named <pool>-<6 characters>, used as label values";
+  return [`metadata.name: must be at most ${max} characters (${why}); got ${name.length}`];
+}
 
 /** The outcome of validating one object: its defaulted spec, or every broken rule. */
 export type Verdict<T> = { ok: true; spec: T } | { ok: false; errors: string[] };
@@ -19,10 +55,20 @@ export function validatePodTemplate(spec: unknown): Verdict<PodTemplateSpec> {
   if (s.egress?.enabled && !s.egress.image) {
     errors.push("spec.egress.image: is required when spec.egress.enabled is true");
   }
-  if (s.mtls?.enabled && s.egress?.enabled && s.mtls.mountPath === "/etc/cubepod/egress") {
-    errors.push(
-      "spec.mtls.mountPath: must not be /etc/cubepod/egress (used by the egress sidecar)",
-    );
+  if (s.mtls?.enabled) {
+    for (const [path, user] of RESERVED_MOUNTS) {
+      if (overlaps(s.mtls.mountPath, path)) {
+        errors.push(`spec.mtls.mountPath: must not be or contain ${path} (used by ${user})`);
+      }
+    }
+  }
+  for (const [resource, request] of Object.entries(s.resources?.requests ?? {})) {
+    const limit = s.resources?.limits?.[resource];
+    if (limit !== undefined && quantityValue(request)! > quantityValue(limit)!) {
+      errors.push(
+        `spec.resources.requests.${resource}: must not exceed spec.resources.limits.${resource} (${request} > ${limit})`,
+      );
+    }
   }
   return verdict(s, errors);
 }

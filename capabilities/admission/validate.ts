@@ -2,7 +2,13 @@ import type { a, PeprValidateRequest } from "pepr";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
-import { validatePodBox, validatePodTemplate, validatePodWarmPool, Verdict } from "./rules";
+import {
+  nameRule,
+  validatePodBox,
+  validatePodTemplate,
+  validatePodWarmPool,
+  Verdict,
+} from "./rules";
 import { sameJSON } from "../kit/status-patch";
 import { accessNeeded, describeAccess, missingAccess } from "./template-access";
 
@@ -21,7 +27,10 @@ const answer = <T extends a.GenericKind, S>(req: Req<T>, verdict: Verdict<S>) =>
  */
 export async function validateTemplateRequest(req: Req<CubePodTemplate>, client: ApiClient) {
   if (deleting(req)) return req.Approve();
-  const verdict = validatePodTemplate(req.Raw.spec);
+  const verdict = withName(
+    validatePodTemplate(req.Raw.spec),
+    nameRule("PodTemplate", req.Raw.metadata?.name ?? ""),
+  );
   if (!verdict.ok) return answer(req, verdict);
   const old = (req.OldResource as CubePodTemplate | undefined)?.spec;
   if (req.Request.operation === "UPDATE" && old && sameJSON(old, req.Raw.spec)) {
@@ -46,7 +55,14 @@ export async function validateTemplateRequest(req: Req<CubePodTemplate>, client:
 /** Validate action for PodWarmPool creates and updates. */
 export async function validateWarmPoolRequest(req: Req<PodWarmPool>) {
   if (deleting(req)) return req.Approve();
-  return answer(req, validatePodWarmPool(req.Raw.spec));
+  const name = nameRule("PodWarmPool", req.Raw.metadata?.name ?? "");
+  return answer(req, withName(validatePodWarmPool(req.Raw.spec), name));
+}
+
+/** A verdict with the object's name rule added (names are fixed once created). */
+function withName<S>(verdict: Verdict<S>, nameErrors: string[]): Verdict<S> {
+  if (nameErrors.length === 0) return verdict;
+  return { ok: false, errors: [...nameErrors, ...(verdict.ok ? [] : verdict.errors)] };
 }
 
 /** Validate action for PodBox creates and updates; `client` reads the pool a create names. */

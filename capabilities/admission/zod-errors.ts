@@ -17,6 +17,9 @@ const errorMap: z.core.$ZodErrorMap = iss => {
       if (iss.origin === "string") return `must be at most ${iss.maximum} characters`;
       if (iss.origin === "array") return `must have at most ${iss.maximum} items`;
       return `must be ${iss.inclusive ? "<=" : "<"} ${iss.maximum}`;
+    case "invalid_key":
+      // The key's own rule, e.g. the form of a resource name.
+      return iss.issues[0]?.message ?? "is not a valid key";
     case "invalid_value":
       return `must be one of ${iss.values.map(v => JSON.stringify(v)).join(", ")} (got ${describe(iss.input)})`;
     default:
@@ -40,8 +43,14 @@ function describe(v: unknown): string {
 
 /** Joins a zod path as a Kubernetes field path: `spec.env[0].name`. */
 export function fieldPath(root: string, path: PropertyKey[]): string {
+  const plain = /^[A-Za-z_][A-Za-z0-9_]*$/;
   return path.reduce<string>(
-    (acc, k) => (typeof k === "number" ? `${acc}[${k}]` : `${acc}.${String(k)}`),
+    (acc, k) =>
+      typeof k === "number"
+        ? `${acc}[${k}]`
+        : plain.test(String(k))
+          ? `${acc}.${String(k)}`
+          : `${acc}[${JSON.stringify(String(k))}]`,
     root,
   );
 }

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { QUANTITY_PATTERN, quantityValue } from "./quantity";
 
 /** API group and version of every CubePod kind. */
 export const GROUP = "pod.cubeplex.ai";
@@ -11,8 +12,6 @@ export const DEFAULT_ENVD_PORT = 49983;
 /** An RFC 1123 label: the form of label values and of names used inside other names. */
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-// Kubernetes resource.Quantity, e.g. 10Gi, 500M, 1.5, 100m.
-const QUANTITY = /^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$/;
 
 /**
  * The name of another object in the same namespace. A bare name (never `ns/name`) is what makes
@@ -35,9 +34,36 @@ export const dnsLabel = (max = 63) =>
     .max(max, { error: `must be at most ${max} characters` })
     .regex(DNS_LABEL, { error: "must be a lowercase RFC 1123 label (a-z, 0-9, '-')" });
 
-/** A Kubernetes quantity such as `10Gi`. */
+/** A Kubernetes quantity, not negative, such as `500m` or `2Gi` (requests and limits). */
 export const quantity = () =>
-  z.string().regex(QUANTITY, { error: "must be a Kubernetes quantity such as 10Gi or 500Mi" });
+  z
+    .string()
+    .regex(QUANTITY_PATTERN, {
+      error: "must be a Kubernetes quantity such as 500m or 2Gi",
+      abort: true,
+    })
+    .refine(q => (quantityValue(q) ?? 0) >= 0, { error: "must not be negative" });
+
+/** The largest volume a template may ask for: a guard against typos, far above any sandbox's. */
+export const MAX_VOLUME_SIZE = "64Ti";
+
+/** A volume size: a quantity above 0 and at most {@link MAX_VOLUME_SIZE}, such as `10Gi`. */
+export const volumeSize = () =>
+  z
+    .string()
+    .regex(QUANTITY_PATTERN, { error: "must be a Kubernetes quantity such as 10Gi", abort: true })
+    .refine(q => (quantityValue(q) ?? 0) > 0, { error: "must be above 0" })
+    .refine(q => (quantityValue(q) ?? 0) <= quantityValue(MAX_VOLUME_SIZE)!, {
+      error: `must be at most ${MAX_VOLUME_SIZE}`,
+    });
+
+/** A resource name in requests and limits: `cpu`, `memory`, or a qualified name. */
+const RESOURCE_NAME =
+  /^([a-z0-9]([-a-z0-9.]*[a-z0-9])?\/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]*[a-zA-Z0-9])?$/;
+const resourceName = () =>
+  z.string().regex(RESOURCE_NAME, {
+    error: "must be a resource name such as cpu, memory or example.com/gpu",
+  });
 
 /** A non-empty container image reference. */
 export const image = () =>
@@ -65,8 +91,8 @@ export type Condition = z.infer<typeof conditionSchema>;
 
 /** Container resource requests and limits (a subset of core/v1 ResourceRequirements). */
 export const resourcesSchema = z.object({
-  requests: z.record(z.string(), quantity()).optional(),
-  limits: z.record(z.string(), quantity()).optional(),
+  requests: z.record(resourceName(), quantity()).optional(),
+  limits: z.record(resourceName(), quantity()).optional(),
 });
 
 /** An environment variable with a literal value (core/v1 EnvVar without valueFrom). */

@@ -4,8 +4,8 @@ import {
   envVarSchema,
   image,
   objectName,
-  quantity,
   resourcesSchema,
+  volumeSize as size,
 } from "./common";
 import { KindDescriptor } from "./descriptor";
 
@@ -15,7 +15,7 @@ export const DEFAULT_WORKSPACE_SIZE = "20Gi";
 /** Image holding `/opt/cubepod/bin/{podd-init,podd}`, copied into each sandbox by podd-installer. */
 export const DEFAULT_PODD_INJECTOR_IMAGE = "ghcr.io/cubeplex/podd-injector:v0.1.0";
 
-const volumeSize = (dflt: string) => z.object({ size: quantity().default(dflt) });
+const volumeSize = (dflt: string) => z.object({ size: size().default(dflt) });
 
 export const egressSchema = z
   .object({

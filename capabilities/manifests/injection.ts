@@ -17,7 +17,7 @@ export const MTLS_VOLUME = "cubepod-mtls";
 export const EGRESS_SECRET_VOLUME = "cubepod-egress";
 /** Where the installer sees the shared emptyDir (its own /opt/cubepod/bin holds the sources). */
 const INSTALLER_TARGET = "/cubepod-bin";
-const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
+export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
 
 /**
  * Injects the CubePod runtime into a sandbox Pod, given its PodTemplate: the podd-installer init

@@ -88,6 +88,30 @@ const CREATE_DENIALS: [string, string, object, string][] = [
     { image: "py:3", egress: { enabled: true } },
     "spec.egress.image: is required when spec.egress.enabled is true",
   ],
+  [
+    "PodTemplate",
+    "negative-disk",
+    { image: "py:3", rootfs: { size: "-10Gi" } },
+    "spec.rootfs.size: must be above 0",
+  ],
+  [
+    "PodTemplate",
+    "greedy-requests",
+    { image: "py:3", resources: { requests: { cpu: "2" }, limits: { cpu: "1" } } },
+    "spec.resources.requests.cpu: must not exceed spec.resources.limits.cpu (2 > 1)",
+  ],
+  [
+    "PodTemplate",
+    "t".repeat(64),
+    { image: "py:3" },
+    "metadata.name: must be at most 63 characters (it becomes the label value pod.cubeplex.ai/template on its Pods); got 64",
+  ],
+  [
+    "PodWarmPool",
+    "p".repeat(57),
+    { templateRef: "python" },
+    "metadata.name: must be at most 56 characters (its standbys are named <pool>-<6 characters>, used as label values); got 57",
+  ],
 ];
 
 /** Updates of stored boxes that the webhook refuses. */

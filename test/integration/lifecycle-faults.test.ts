@@ -76,19 +76,20 @@ describe("bad input at runtime", () => {
   });
 
   it("an error the API server will repeat ends in Failed with its reason", async () => {
-    // Requests above limits: the API server refuses the Pod (422) however often it is sent.
+    // An extended resource requested without its limit: the API server refuses the Pod (422)
+    // however often it is sent.
     await kube.mustCreate(
       paths.podtemplates(ns),
       podTemplate("greedy", {
         ...TEMPLATE,
-        resources: { requests: { cpu: "2" }, limits: { cpu: "1" } },
+        resources: { requests: { "example.com/gpu": "1" } },
       }),
     );
     await h.createBox("greedy", { templateRef: "greedy" });
     const box = await h.waitPhase("greedy", "Failed", "APIError");
     // The API server's own words, so that the user sees what to fix.
     expect(box.status.message).toMatch(
-      /^createPod failed: HTTP 422: Pod "greedy" is invalid: .*cpu/,
+      /^createPod failed: HTTP 422: Pod "greedy" is invalid: .*resources\.limits/,
     );
     expect(await h.podsOf("greedy")).toEqual([]);
     await h.waitEvent("greedy", "APIError");

@@ -6,6 +6,7 @@ import {
   validatePodBox,
   validatePodTemplate,
   validatePodWarmPool,
+  nameRule,
 } from "../../../capabilities/admission/rules";
 
 type Case = {
@@ -21,7 +22,8 @@ const box = (extra: object) => ({ templateRef: "python", ...extra });
 const was = (oldSpec: object) => ({ oldSpec });
 
 const IMAGE = "must be a container image reference (not empty, no whitespace)";
-const QUANTITY = "must be a Kubernetes quantity such as 10Gi or 500Mi";
+const SIZE = "must be a Kubernetes quantity such as 10Gi";
+const QUANTITY = "must be a Kubernetes quantity such as 500m or 2Gi";
 const SAME_NS = (kind: string) =>
   `must be the name of a ${kind} in the same namespace (lowercase RFC 1123 subdomain)`;
 
@@ -61,12 +63,62 @@ const INVALID: Case[] = [
   {
     kind: "PodTemplate",
     spec: tpl({ rootfs: { size: "ten gigs" } }),
-    message: `spec.rootfs.size: ${QUANTITY}`,
+    message: `spec.rootfs.size: ${SIZE}`,
   },
   {
     kind: "PodTemplate",
     spec: tpl({ workspace: { size: "" } }),
-    message: `spec.workspace.size: ${QUANTITY}`,
+    message: `spec.workspace.size: ${SIZE}`,
+  },
+  // Stored before, failing only when a PVC or Pod was made from them.
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { size: "1.2.3Gi" } }),
+    message: `spec.rootfs.size: ${SIZE}`,
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { size: "-10Gi" } }),
+    message: "spec.rootfs.size: must be above 0",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ workspace: { size: "0" } }),
+    message: "spec.workspace.size: must be above 0",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ workspace: { size: "65Ti" } }),
+    message: "spec.workspace.size: must be at most 64Ti",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ resources: { requests: { "bad key!": "1" } } }),
+    message:
+      'spec.resources.requests["bad key!"]: must be a resource name such as cpu, memory or example.com/gpu',
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ resources: { requests: { cpu: "-1" } } }),
+    message: "spec.resources.requests.cpu: must not be negative",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({
+      resources: { requests: { cpu: "2", memory: "1Gi" }, limits: { cpu: "1500m", memory: "2Gi" } },
+    }),
+    message: "spec.resources.requests.cpu: must not exceed spec.resources.limits.cpu (2 > 1500m)",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ mtls: { enabled: true, mountPath: "/workspace/certs" } }),
+    message:
+      "spec.mtls.mountPath: must not be or contain /workspace (used by the workspace volume)",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ mtls: { enabled: true, mountPath: "/opt/cubepod" } }),
+    message: "spec.mtls.mountPath: must not be or contain /opt/cubepod/bin (used by podd)",
   },
   { kind: "PodTemplate", spec: tpl({ envdPort: 0 }), message: "spec.envdPort: must be >= 1" },
   {
@@ -351,5 +403,21 @@ describe("samples", () => {
           ? validatePodWarmPool(d.spec)
           : validatePodBox(d.spec, { name: d.metadata.name });
     expect(v).toMatchObject({ ok: true });
+  });
+});
+
+describe("names whose derived names must stay valid", () => {
+  it("a template name becomes a label value: at most 63 characters", () => {
+    expect(nameRule("PodTemplate", "t".repeat(63))).toEqual([]);
+    expect(nameRule("PodTemplate", "t".repeat(64))).toEqual([
+      "metadata.name: must be at most 63 characters (it becomes the label value pod.cubeplex.ai/template on its Pods); got 64",
+    ]);
+  });
+
+  it("a pool's standbys are <pool>-<6 characters>: at most 56", () => {
+    expect(nameRule("PodWarmPool", "p".repeat(56))).toEqual([]);
+    expect(nameRule("PodWarmPool", "p".repeat(57))[0]).toMatch(
+      /^metadata.name: must be at most 56 characters .*; got 57$/,
+    );
   });
 });
