@@ -1,5 +1,5 @@
 import { dnsLabel } from "../api/common";
-import { PodBoxSpec, podBoxSpecSchema } from "../api/podbox";
+import { IMMUTABLE_BOX_FIELDS, PodBoxSpec, podBoxSpecSchema } from "../api/podbox";
 import { PodTemplateSpec, podTemplateSpecSchema } from "../api/podtemplate";
 import { PodWarmPoolSpec, podWarmPoolSpecSchema } from "../api/podwarmpool";
 import { quantityValue } from "../api/quantity";
@@ -89,7 +89,6 @@ export type PodBoxContext = {
   poolTemplateRef?: string;
 };
 
-const IMMUTABLE = ["templateRef", "warmPoolRef", "forkFrom", "volumeKey"] as const;
 const boxName = dnsLabel(63);
 
 /** Validates a PodBox's spec on create or update. */
@@ -139,7 +138,7 @@ export function validatePodBox(spec: unknown, ctx: PodBoxContext): Verdict<PodBo
 
   const old = ctx.oldSpec;
   if (old) {
-    for (const field of IMMUTABLE) {
+    for (const field of IMMUTABLE_BOX_FIELDS) {
       if (old[field] !== s[field]) {
         errors.push(`spec.${field}: is immutable (was ${show(old[field])}, got ${show(s[field])})`);
       }

@@ -72,11 +72,28 @@ export const COMMON_BOX_CREATES_CHECKED_HERE = {
     `object.metadata.name.matches(${JSON.stringify(DNS_LABEL.source)}))`,
 };
 
+/**
+ * PodBox spec changes are not sent either: the CRD's transition rules (BOX_UPDATE_RULES, from the
+ * zod source) check immutability and the growing rootfsGeneration, and the schema every field, so
+ * pause, resume and reset work while the module is down. Sent still: a change of the lease, which
+ * zod reads more strictly than the schema's `format`, and integers beyond zod's range.
+ */
+export const BOX_UPDATES_CHECKED_BY_SCHEMA = {
+  name: "cubepod-box-update-needs-module",
+  expression:
+    `!(request.operation == "UPDATE" && request.resource.group == "${GROUP}" && ` +
+    `request.resource.resource == "podboxes" && has(object.spec) && has(oldObject.spec) && ` +
+    `(!has(object.spec.leaseExpiresAt) || (has(oldObject.spec.leaseExpiresAt) && ` +
+    `object.spec.leaseExpiresAt == oldObject.spec.leaseExpiresAt)) && ` +
+    `${SAFE_INT("rootfsGeneration")} && ${SAFE_INT("idleTimeoutSeconds")})`,
+};
+
 /** The match conditions every CubePod webhook gets, in order. */
 export const MATCH_CONDITIONS = [
   SANDBOX_PODS_ONLY,
   SPEC_CHANGES_ONLY,
   COMMON_BOX_CREATES_CHECKED_HERE,
+  BOX_UPDATES_CHECKED_BY_SCHEMA,
 ];
 const OURS = MATCH_CONDITIONS.map(c => c.name);
 

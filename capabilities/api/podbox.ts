@@ -32,39 +32,74 @@ export const REASONS = [
 
 export type PodBoxReason = (typeof REASONS)[number];
 
-export const podBoxSpecSchema = z.object({
-  templateRef: objectName("PodTemplate")
-    .optional()
-    .meta({ description: "The PodTemplate (same namespace). Optional when warmPoolRef is set." }),
-  warmPoolRef: objectName("PodWarmPool")
-    .optional()
-    .meta({ description: "Claim a ready standby of this PodWarmPool (same namespace)." }),
-  desiredState: z.enum(DESIRED_STATES).default("Running"),
-  forkFrom: objectName("PodBox")
-    .optional()
-    .meta({ description: "Clone both volumes of this PodBox (same namespace)." }),
-  volumeKey: dnsLabel(40).optional().meta({
-    description:
-      "Re-attach the volumes kept under this key (a retained box's name) instead of new ones.",
-  }),
-  rootfsGeneration: z
-    .int()
-    .min(1, { error: "must be >= 1" })
-    .default(1)
-    .meta({ description: "Increase to reset the rootfs volume; the workspace is kept." }),
-  idleTimeoutSeconds: z
-    .int()
-    .min(0, { error: "must be >= 0" })
-    .optional()
-    .meta({ description: "Pause the box after this long without activity (0 or unset: never)." }),
-  leaseExpiresAt: timestamp()
-    .optional()
-    .meta({ description: "While the lease is live the box is never idle-paused." }),
-  volumeReclaimPolicy: z
-    .enum(["Delete", "Retain"])
-    .default("Delete")
-    .meta({ description: "Whether the PVCs are deleted or kept when the box ends." }),
-});
+/** Fields a box may not change once created: its volumes and lifecycle are derived from them. */
+export const IMMUTABLE_BOX_FIELDS = [
+  "templateRef",
+  "warmPoolRef",
+  "forkFrom",
+  "volumeKey",
+] as const;
+
+const shown = (obj: string, f: string) => `(has(${obj}.${f}) ? '"' + ${obj}.${f} + '"' : 'unset')`;
+
+/**
+ * The rules of a spec change, as CEL transition rules in the CRD: the API server checks them
+ * itself, with the module up or down and with no webhook call, in the webhook's words
+ * (admission/rules.ts states the same rules for the module).
+ */
+export const BOX_UPDATE_RULES = [
+  ...IMMUTABLE_BOX_FIELDS.map(f => ({
+    rule: `has(self.${f}) == has(oldSelf.${f}) && (!has(self.${f}) || self.${f} == oldSelf.${f})`,
+    messageExpression: `'is immutable (was ' + ${shown("oldSelf", f)} + ', got ' + ${shown("self", f)} + ')'`,
+    fieldPath: `.${f}`,
+    reason: "FieldValueInvalid",
+  })),
+  {
+    rule:
+      "!has(self.rootfsGeneration) || !has(oldSelf.rootfsGeneration) || " +
+      "self.rootfsGeneration >= oldSelf.rootfsGeneration",
+    // A static message: the API server prices an int's conversion to a string as unbounded.
+    message: "may not decrease",
+    fieldPath: ".rootfsGeneration",
+    reason: "FieldValueInvalid",
+  },
+];
+
+export const podBoxSpecSchema = z
+  .object({
+    templateRef: objectName("PodTemplate")
+      .optional()
+      .meta({ description: "The PodTemplate (same namespace). Optional when warmPoolRef is set." }),
+    warmPoolRef: objectName("PodWarmPool")
+      .optional()
+      .meta({ description: "Claim a ready standby of this PodWarmPool (same namespace)." }),
+    desiredState: z.enum(DESIRED_STATES).default("Running"),
+    forkFrom: objectName("PodBox")
+      .optional()
+      .meta({ description: "Clone both volumes of this PodBox (same namespace)." }),
+    volumeKey: dnsLabel(40).optional().meta({
+      description:
+        "Re-attach the volumes kept under this key (a retained box's name) instead of new ones.",
+    }),
+    rootfsGeneration: z
+      .int()
+      .min(1, { error: "must be >= 1" })
+      .default(1)
+      .meta({ description: "Increase to reset the rootfs volume; the workspace is kept." }),
+    idleTimeoutSeconds: z
+      .int()
+      .min(0, { error: "must be >= 0" })
+      .optional()
+      .meta({ description: "Pause the box after this long without activity (0 or unset: never)." }),
+    leaseExpiresAt: timestamp()
+      .optional()
+      .meta({ description: "While the lease is live the box is never idle-paused." }),
+    volumeReclaimPolicy: z
+      .enum(["Delete", "Retain"])
+      .default("Delete")
+      .meta({ description: "Whether the PVCs are deleted or kept when the box ends." }),
+  })
+  .meta({ "x-kubernetes-validations": BOX_UPDATE_RULES });
 
 export const podBoxStatusSchema = z.object({
   phase: z.enum(PHASES).optional(),

@@ -114,7 +114,7 @@ const CREATE_DENIALS: [string, string, object, string][] = [
   ],
 ];
 
-/** Updates of stored boxes that the webhook refuses. */
+/** Updates of stored boxes that are refused. */
 const UPDATE_DENIALS: [string, object, string][] = [
   [
     "existing",
@@ -132,11 +132,7 @@ const UPDATE_DENIALS: [string, object, string][] = [
     { spec: { forkFrom: null } },
     'spec.forkFrom: is immutable (was "existing", got unset)',
   ],
-  [
-    "existing",
-    { spec: { rootfsGeneration: 2 } },
-    "spec.rootfsGeneration: may not decrease (was 3, got 2)",
-  ],
+  ["existing", { spec: { rootfsGeneration: 2 } }, "spec.rootfsGeneration: may not decrease"],
 ];
 
 describe("the validating webhook, called by the API server", () => {
@@ -146,15 +142,23 @@ describe("the validating webhook, called by the API server", () => {
     expect((await kube.get(path(kind, name))).status).toBe(404);
   });
 
-  it.each(UPDATE_DENIALS)("denies an update of %s: %s", async (name, patch, message) => {
-    const before = await kube.get(path("PodBox", name));
-    const r = await kube.mergePatch(path("PodBox", name), patch);
-    expect([r.status, r.body.message]).toEqual([422, denied(message)]);
-    // The operator may write the box's status and finalizer meanwhile; its spec stays.
-    const after = await kube.get(path("PodBox", name));
-    expect(after.body.metadata.generation).toBe(before.body.metadata.generation);
-    expect(after.body.spec).toEqual(before.body.spec);
-  });
+  it.each(UPDATE_DENIALS)(
+    "the API server itself denies an update of %s: %s",
+    async (name, patch, message) => {
+      const before = await kube.get(path("PodBox", name));
+      const r = await kube.mergePatch(path("PodBox", name), patch);
+      // The CRD's transition rules, in the same words, with no webhook call.
+      const [field, ...rule] = message.split(": ");
+      expect(r.status).toBe(422);
+      expect(r.body.message).toContain(`${field}: Invalid value`);
+      expect(r.body.message).toContain(rule.join(": "));
+      expect(r.body.message).not.toContain("admission webhook");
+      // The operator may write the box's status and finalizer meanwhile; its spec stays.
+      const after = await kube.get(path("PodBox", name));
+      expect(after.body.metadata.generation).toBe(before.body.metadata.generation);
+      expect(after.body.spec).toEqual(before.body.spec);
+    },
+  );
 
   it("reports every broken rule of one request", async () => {
     const r = await kube.create(

@@ -98,12 +98,33 @@ describe("while the module is down", () => {
     expect((await kube.get(paths.podboxes(ns, name))).status).toBe(404);
   });
 
-  it("fails closed for a change of a PodBox spec: it must be validated", async () => {
+  it("takes a pause and a rootfs reset: the API server checks a spec change itself", async () => {
     const r = await kube.mergePatch(paths.podboxes(ns, "box"), {
-      spec: { desiredState: "Paused" },
+      spec: { desiredState: "Paused", rootfsGeneration: 2 },
+    });
+    expect(r.status).toBe(200);
+    expect(r.body.spec).toMatchObject({ desiredState: "Paused", rootfsGeneration: 2 });
+  });
+
+  it.each([
+    [
+      { templateRef: "other" },
+      'spec.templateRef: Invalid value: is immutable (was "python", got "other")',
+    ],
+    [{ rootfsGeneration: 1 }, "spec.rootfsGeneration: Invalid value: may not decrease"],
+  ])("still refuses a change its rules forbid (%j), by the CRD", async (spec, message) => {
+    const r = await kube.mergePatch(paths.podboxes(ns, "box"), { spec });
+    expect(r.status).toBe(422);
+    expect(r.body.message).toContain(message);
+    expect((await kube.get(paths.podboxes(ns, "box"))).body.spec.rootfsGeneration).toBe(2);
+  });
+
+  it("fails closed for a new lease: zod reads it more strictly than the schema", async () => {
+    const r = await kube.mergePatch(paths.podboxes(ns, "box"), {
+      spec: { leaseExpiresAt: "2030-01-01T00:00:00Z" },
     });
     expect(r.status).toBe(500);
     expect(r.body.message).toContain('failed calling webhook "pepr-cubepod.pepr.dev"');
-    expect((await kube.get(paths.podboxes(ns, "box"))).body.spec.desiredState).not.toBe("Paused");
+    expect((await kube.get(paths.podboxes(ns, "box"))).body.spec.leaseExpiresAt).toBeUndefined();
   });
 });

@@ -3,6 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
+import { MATCH_CONDITIONS } from "../../capabilities/admission/webhook-policy";
 import { KUBECONFIG, ROOT } from "../../hack/lib/kube";
 
 const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
@@ -59,11 +60,9 @@ describe("the deployable module manifest (npm run build)", () => {
     expect(webhooks).toHaveLength(2);
     for (const w of webhooks) {
       expect(w.failurePolicy).toBe("Fail");
-      expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual([
-        "cubepod-sandbox-pods-only",
-        "cubepod-spec-changes-only",
-        "cubepod-box-create-needs-module",
-      ]);
+      expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual(
+        MATCH_CONDITIONS.map(c => c.name),
+      );
     }
   });
 });
@@ -108,11 +107,9 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     );
     expect(webhooks).toHaveLength(2);
     for (const w of webhooks.flatMap(d => d.webhooks)) {
-      expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual([
-        "cubepod-sandbox-pods-only",
-        "cubepod-spec-changes-only",
-        "cubepod-box-create-needs-module",
-      ]);
+      expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual(
+        MATCH_CONDITIONS.map(c => c.name),
+      );
     }
     const out = dryRun(rendered);
     expect(out).toContain("deployment.apps/pepr-cubepod-watcher-dryrun created (server dry run)");

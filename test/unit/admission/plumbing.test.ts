@@ -1,6 +1,7 @@
 import { explainMutateDenial } from "../../../capabilities/admission/explain-denial";
 import { podBoxSpecSchema } from "../../../capabilities/api/podbox";
 import {
+  BOX_UPDATES_CHECKED_BY_SCHEMA,
   COMMON_BOX_CREATES_CHECKED_HERE,
   hardenWebhookConfiguration,
   hardeningPatch,
@@ -21,10 +22,30 @@ describe("hardenWebhookConfiguration", () => {
     const once = hardenWebhookConfiguration(cfg);
     expect(once.webhooks[0]).toEqual({
       ...cfg.webhooks[0],
-      matchConditions: [SANDBOX_PODS_ONLY, SPEC_CHANGES_ONLY, COMMON_BOX_CREATES_CHECKED_HERE],
+      matchConditions: [
+        SANDBOX_PODS_ONLY,
+        SPEC_CHANGES_ONLY,
+        COMMON_BOX_CREATES_CHECKED_HERE,
+        BOX_UPDATES_CHECKED_BY_SCHEMA,
+      ],
     });
     expect(hardenWebhookConfiguration(once)).toEqual(once);
     expect(cfg.webhooks[0]).not.toHaveProperty("matchConditions");
+  });
+
+  it("leaves PodBox spec changes to the CRD's transition rules, but for the lease", () => {
+    const e = BOX_UPDATES_CHECKED_BY_SCHEMA.expression;
+    expect(e).toContain('request.operation == "UPDATE"');
+    expect(e).toContain("object.spec.leaseExpiresAt == oldObject.spec.leaseExpiresAt");
+    // Every immutable field and the growing generation have a rule in the CRD.
+    const rules = podBoxSpecSchema.meta()?.["x-kubernetes-validations"] as { fieldPath: string }[];
+    expect(rules.map(r => r.fieldPath)).toEqual([
+      ".templateRef",
+      ".warmPoolRef",
+      ".forkFrom",
+      ".volumeKey",
+      ".rootfsGeneration",
+    ]);
   });
 
   it("names the template label in its CEL expression and passes non-Pod kinds", () => {
