@@ -1,18 +1,6 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { CLUSTER_DIR, Obj } from "../../hack/lib/kube";
+import { auditEvents } from "../../hack/lib/audit";
+import { Obj } from "../../hack/lib/kube";
 import { stats } from "./stats";
-
-/** The audit log's events (this log and its rotated predecessor) that contain every `needle`. */
-export function auditEvents(...needles: string[]): Obj[] {
-  const dir = join(CLUSTER_DIR, "logs");
-  if (!existsSync(dir)) return [];
-  return readdirSync(dir)
-    .filter(f => f.startsWith("audit") && f.endsWith(".log"))
-    .flatMap(f => readFileSync(join(dir, f), "utf8").split("\n"))
-    .filter(l => needles.every(n => l.includes(n)))
-    .map(l => JSON.parse(l) as Obj);
-}
 
 /** An audit timestamp (RFC 3339 with microseconds) in epoch milliseconds, fraction kept. */
 export const auditMs = (t: string) =>

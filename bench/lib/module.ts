@@ -1,7 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { CLUSTER_DIR } from "../../hack/lib/kube";
+import { auditLines } from "../../hack/lib/audit";
 
 export function moduleRSSMiB(): number {
   const out = execFileSync("ps", ["-eo", "rss=,args="], { encoding: "utf8" });
@@ -46,14 +44,10 @@ export async function metricMiB(name: string): Promise<number> {
  * (`peprstores`, where OnSchedule records each run) is counted apart: it is per module, not per box.
  */
 export function moduleRequests(): { store: number; other: number } {
-  const file = join(CLUSTER_DIR, "logs", "audit.log");
-  if (!existsSync(file)) return { store: NaN, other: NaN };
-  const lines = readFileSync(file, "utf8")
-    .split("\n")
-    .filter(
-      l =>
-        l.includes('"userAgent":"kubernetes-fluent-client"') || l.includes('"userAgent":"cubepod"'),
-    );
+  const lines = auditLines().filter(
+    l =>
+      l.includes('"userAgent":"kubernetes-fluent-client"') || l.includes('"userAgent":"cubepod"'),
+  );
   const store = lines.filter(l => l.includes('"resource":"peprstores"')).length;
   return { store, other: lines.length - store };
 }

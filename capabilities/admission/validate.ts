@@ -9,7 +9,6 @@ import {
   validatePodWarmPool,
   Verdict,
 } from "./rules";
-import { sameJSON } from "../kit/status-patch";
 import { accessNeeded, describeAccess, missingAccess } from "./template-access";
 
 type Req<T extends a.GenericKind> = PeprValidateRequest<T>;
@@ -31,11 +30,8 @@ export async function validateTemplateRequest(req: Req<CubePodTemplate>, client:
     validatePodTemplate(req.Raw.spec),
     nameRule("PodTemplate", req.Raw.metadata?.name ?? ""),
   );
+  // Updates that leave the spec as it was never reach here (webhook-policy.ts, SPEC_CHANGES_ONLY).
   if (!verdict.ok) return answer(req, verdict);
-  const old = (req.OldResource as CubePodTemplate | undefined)?.spec;
-  if (req.Request.operation === "UPDATE" && old && sameJSON(old, req.Raw.spec)) {
-    return req.Approve();
-  }
   const namespace = req.Raw.metadata?.namespace || req.Request.namespace || "";
   const missing = await missingAccess(
     client,

@@ -47,13 +47,15 @@ export const quantity = () =>
 /** The largest volume a template may ask for: a guard against typos, far above any sandbox's. */
 export const MAX_VOLUME_SIZE = "64Ti";
 
+const MAX_VOLUME_BYTES = quantityValue(MAX_VOLUME_SIZE)!;
+
 /** A volume size: a quantity above 0 and at most {@link MAX_VOLUME_SIZE}, such as `10Gi`. */
 export const volumeSize = () =>
   z
     .string()
     .regex(QUANTITY_PATTERN, { error: "must be a Kubernetes quantity such as 10Gi", abort: true })
     .refine(q => (quantityValue(q) ?? 0) > 0, { error: "must be above 0" })
-    .refine(q => (quantityValue(q) ?? 0) <= quantityValue(MAX_VOLUME_SIZE)!, {
+    .refine(q => (quantityValue(q) ?? 0) <= MAX_VOLUME_BYTES, {
       error: `must be at most ${MAX_VOLUME_SIZE}`,
     });
 

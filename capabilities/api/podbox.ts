@@ -4,6 +4,21 @@ import { KindDescriptor } from "./descriptor";
 
 export const DESIRED_STATES = ["Running", "Paused", "Terminated"] as const;
 export const PHASES = ["Pending", "Running", "Paused", "Terminated", "Failed"] as const;
+/** Reasons that describe a problem rather than a transition; shown as Warning Events. */
+export const PROBLEM_REASONS = [
+  "TemplateNotFound",
+  "WarmPoolNotFound",
+  "ForkParentNotFound",
+  "ForkParentNotReady",
+  "ForkParentDeleting",
+  "VolumesNotFound",
+  "VolumesInUse",
+  "PodNameInUse",
+  "PodFailed",
+  "Forbidden",
+  "APIError",
+] as const;
+
 /** Why a box is in its phase; `status.reason`. */
 export const REASONS = [
   "Creating",
@@ -16,18 +31,8 @@ export const REASONS = [
   "RootFSReset",
   "Terminated",
   "LeaseExpired",
-  "TemplateNotFound",
-  "WarmPoolNotFound",
-  "ForkParentNotFound",
-  "ForkParentNotReady",
-  "ForkParentDeleting",
-  "VolumesNotFound",
-  "VolumesInUse",
-  "PodNameInUse",
-  "PodFailed",
-  "Forbidden",
   "Deleting",
-  "APIError",
+  ...PROBLEM_REASONS,
 ] as const;
 
 export type PodBoxReason = (typeof REASONS)[number];

@@ -1,4 +1,5 @@
 import { DEFAULT_ENVD_PORT } from "../api/common";
+import { PROBLEM_REASONS } from "../api/podbox";
 import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
 import { buildBoxPod } from "../manifests/pod";
 import { buildBoxPVCs } from "../manifests/pvcs";
@@ -20,20 +21,7 @@ import type {
 /** The condition that reports an activity annotation the reaper cannot read. */
 export const ACTIVITY_CONDITION = "ActivityRecorded";
 
-/** Reasons that describe a problem rather than a transition; shown as Warning events. */
-const PROBLEMS: PodBoxReason[] = [
-  "TemplateNotFound",
-  "WarmPoolNotFound",
-  "ForkParentNotFound",
-  "ForkParentNotReady",
-  "ForkParentDeleting",
-  "VolumesNotFound",
-  "VolumesInUse",
-  "PodNameInUse",
-  "PodFailed",
-  "Forbidden",
-  "APIError",
-];
+const PROBLEMS: readonly PodBoxReason[] = PROBLEM_REASONS;
 
 /** What a box's status says beyond the fields every decision sets. */
 type Outcome = {

@@ -42,15 +42,9 @@ export class Kube {
     kubeconfig = KUBECONFIG,
     private readonly impersonate?: { user: string; groups?: string[] },
   ) {
-    const cfg = parse(readFileSync(kubeconfig, "utf8"));
-    const b64 = (s: string) => Buffer.from(s, "base64");
-    this.server = new URL(cfg.clusters[0].cluster.server);
-    this.agent = new Agent({
-      ca: b64(cfg.clusters[0].cluster["certificate-authority-data"]),
-      cert: b64(cfg.users[0].user["client-certificate-data"]),
-      key: b64(cfg.users[0].user["client-key-data"]),
-      keepAlive: true,
-    });
+    const { server, ca, cert, key } = credentialsOf(kubeconfig);
+    this.server = new URL(server);
+    this.agent = new Agent({ ca, cert, key, keepAlive: true });
   }
 
   /**

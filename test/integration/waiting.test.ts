@@ -1,6 +1,5 @@
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { CLUSTER_DIR, Kube, paths } from "../../hack/lib/kube";
+import { auditLines } from "../../hack/lib/audit";
+import { Kube, paths } from "../../hack/lib/kube";
 import { podTemplate } from "../../hack/lib/objects";
 import { inNamespace, useTestNamespace } from "./lifecycle-helpers";
 
@@ -14,14 +13,8 @@ useTestNamespace(kube, "it-waiting", podTemplate("python"), (n, helpers) => {
 });
 
 /** Requests the module's own client sent about objects in the test's namespace (audit log). */
-function moduleRequestsInNamespace(): number {
-  const dir = join(CLUSTER_DIR, "logs");
-  if (!existsSync(dir)) return NaN;
-  return readdirSync(dir)
-    .filter(f => f.startsWith("audit") && f.endsWith(".log"))
-    .flatMap(f => readFileSync(join(dir, f), "utf8").split("\n"))
-    .filter(l => l.includes('"userAgent":"cubepod"') && l.includes(`"namespace":"${ns}"`)).length;
-}
+const moduleRequestsInNamespace = () =>
+  auditLines('"userAgent":"cubepod"', `"namespace":"${ns}"`).length;
 
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 

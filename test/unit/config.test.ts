@@ -45,9 +45,9 @@ describe("loadConfig", () => {
   });
 
   it("listens on all addresses in a cluster, unless told otherwise", () => {
-    expect(loadConfig({ KUBERNETES_SERVICE_HOST: "10.0.0.1" }).metricsHost).toBe("0.0.0.0");
+    expect(loadConfig({ KUBERNETES_SERVICE_HOST: "127.96.0.1" }).metricsHost).toBe("0.0.0.0");
     expect(
-      loadConfig({ KUBERNETES_SERVICE_HOST: "10.0.0.1", CUBEPOD_METRICS_HOST: "127.0.0.1" })
+      loadConfig({ KUBERNETES_SERVICE_HOST: "127.96.0.1", CUBEPOD_METRICS_HOST: "127.0.0.1" })
         .metricsHost,
     ).toBe("127.0.0.1");
   });
