@@ -3,6 +3,8 @@
  *  - every webhook in dist/pepr-module-<uuid>.yaml gets the sandbox-Pods-only match condition;
  *  - the watcher exposes the operator's /metrics and /healthz on :8081 (port, probe, Service),
  *    in the module YAML and in the Helm chart;
+ *  - the provenance admission policy (provenance-policy.ts), for the module's ServiceAccount, is
+ *    added to both;
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
  *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
  *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
@@ -17,6 +19,7 @@ import {
   hardenWebhookConfiguration,
   isWebhookConfiguration,
 } from "../capabilities/admission/webhook-policy";
+import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 
 const dist = join(__dirname, "..", "dist");
@@ -31,13 +34,16 @@ if (!existsSync(moduleYaml)) {
 const docs = parseAllDocuments(readFileSync(moduleYaml, "utf8")).map(d => d.toJS());
 const hardened = docs.map(d => (isWebhookConfiguration(d) ? hardenWebhookConfiguration(d) : d));
 const out = exposeMetrics(hardened, `${name}-watcher`);
-writeFileSync(moduleYaml, out.map(d => stringify(d, { lineWidth: 0 })).join("---\n"));
+const policy = provenancePolicy(`system:serviceaccount:pepr-system:${name}`);
+const toYaml = (ds: unknown[]) => ds.map(d => stringify(d, { lineWidth: 0 })).join("---\n");
+writeFileSync(moduleYaml, toYaml([...out, ...policy]));
 
 const chartTemplates = join(dist, `${uuid}-chart`, "templates");
 const files: Record<string, string> = {
   MutatingWebhookConfiguration: "mutation-webhook.yaml",
   ValidatingWebhookConfiguration: "validation-webhook.yaml",
 };
+writeFileSync(join(chartTemplates, "provenance-policy.yaml"), toYaml(policy));
 for (const d of out.filter(isWebhookConfiguration)) {
   const path = join(chartTemplates, files[d.kind as string]);
   if (!existsSync(path)) continue;
@@ -60,7 +66,9 @@ if (!exposeMetricsInChart(join(dist, `${uuid}-chart`))) {
   console.error("postbuild: the Helm chart has no watcher template to expose :8081 in");
   process.exit(1);
 }
-console.log(`postbuild: hardened webhooks and exposed :8081 in ${moduleYaml} and the Helm chart`);
+console.log(
+  `postbuild: hardened webhooks, added the provenance policy, exposed :8081 in ${moduleYaml} and the Helm chart`,
+);
 
 /** Templating by whole lines only, so that no value (the caBundle) can be hit by accident. */
 function helmTemplate(yaml: string): string {

@@ -102,11 +102,20 @@ export function volumeKeyOf(o: BoxObservation): string {
   );
 }
 
-/** PVCs of the box's volume key that belong to it, or to the pool it claimed them from. */
+/**
+ * PVCs of the box's volume key that belong to it, or that its own Pod, a claimed standby, mounts:
+ * still the pool's, or nobody's once the pool went before the claim finished. A box that
+ * re-attaches a volume key claims none.
+ */
 function boxVolumes(o: BoxObservation, key: string) {
   const pvcs = o.pvcs.filter(p => !p.volumeKey || p.volumeKey === key);
   const claimedFromPool = (p: ObservedPVCLike) =>
-    p.owner === "pool" && key !== o.box.name && o.pods.some(pod => pod.volumeKey === key);
+    (p.owner === "pool" || p.owner === "none") &&
+    !o.box.spec.volumeKey &&
+    key !== o.box.name &&
+    o.pods.some(
+      pod => pod.volumeKey === key && (pod.rootfsClaim === p.name || pod.workspaceClaim === p.name),
+    );
   return { pvcs, claimedFromPool };
 }
 type ObservedPVCLike = BoxObservation["pvcs"][number];
@@ -146,7 +155,13 @@ function run(o: BoxObservation): BoxPlan {
   actions.push(...remove.map(p => ({ type: "deletePod" as const, name: p.name })));
   const podGoing = remove.length > 0 || o.pods.some(p => p.deleting);
 
-  const inUse = pvcs.find(p => p.owner === "other" || (p.owner === "pool" && !claimedFromPool(p)));
+  // Only volumes the operator kept for this key are re-attached; any other is someone else's.
+  const inUse = pvcs.find(
+    p =>
+      p.owner === "other" ||
+      (p.owner === "pool" && !claimedFromPool(p)) ||
+      (p.owner === "none" && !p.retained && !claimedFromPool(p)),
+  );
   if (inUse) {
     return plan(o, actions, {
       phase: "Failed",

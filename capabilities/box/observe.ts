@@ -6,6 +6,7 @@ import { paths } from "../client/paths";
 import { validatePodTemplate } from "../admission/rules";
 import {
   LABEL_BOX,
+  LABEL_RETAINED,
   LABEL_ROOTFS_GENERATION,
   LABEL_VOLUME,
   LABEL_VOLUME_KEY,
@@ -22,6 +23,7 @@ import type {
 import { PermanentError } from "../kit/api-errors";
 import { kubeTime } from "../kit/conditions";
 import { isPodReady } from "../kit/pod-ready";
+import { isControlledBy } from "../manifests/owner";
 
 /**
  * Reads everything one reconcile of a box looks at, straight from the API server: the box, its
@@ -62,7 +64,11 @@ export async function observeBox(
   ]);
   const all = new Map(pvcs.concat(kept ?? []).map(p => [p.metadata!.name!, p]));
   // A claimed standby's Pod whose PVCs still carry the pool's labels.
-  const podKeys = new Set(pods.map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]));
+  const podKeys = new Set(
+    pods
+      .filter(p => isControlledBy(p.metadata, uid))
+      .map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]),
+  );
   for (const k of podKeys) {
     if (
       !k ||
@@ -86,7 +92,8 @@ export async function observeBox(
     },
     template: looked.template,
     ...(looked.name ? { templateName: looked.name } : {}),
-    pods: pods.map(observedPod),
+    // Only the box's own: a Pod carrying its label but another controller is not its Pod.
+    pods: pods.filter(p => isControlledBy(p.metadata, uid)).map(observedPod),
     pvcs: [...all.values()].flatMap(p => observedPVC(p, uid)),
     parent,
     ...(conflict ? { conflict } : {}),
@@ -165,6 +172,7 @@ export function observedPVC(p: kind.PersistentVolumeClaim, boxUid: string): Obse
       generation: role === "rootfs" && gen > 0 ? gen : undefined,
       deleting: Boolean(p.metadata?.deletionTimestamp),
       volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
+      retained: p.metadata?.labels?.[LABEL_RETAINED] !== undefined,
       owner: !controller
         ? "none"
         : controller.uid === boxUid

@@ -23,6 +23,8 @@ export type ObservedPVC = {
   deleting: boolean;
   /** Its volume-key label. */
   volumeKey?: string;
+  /** Kept by the operator when its box went (`volumeReclaimPolicy: Retain`): re-attachable. */
+  retained: boolean;
   /** Whose controller ownerReference it carries: this box, a warm pool, another object, none. */
   owner: "this" | "pool" | "other" | "none";
 };

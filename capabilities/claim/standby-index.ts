@@ -1,5 +1,5 @@
 import type { V1Pod } from "@kubernetes/client-node";
-import { LABEL_POOL, LABEL_TEMPLATE_HASH } from "../manifests/labels";
+import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE_HASH } from "../manifests/labels";
 import { objectKey } from "../kit/object-key";
 import { isPodReady } from "../kit/pod-ready";
 
@@ -62,7 +62,10 @@ export class StandbyIndex {
     const pool = meta.labels?.[LABEL_POOL];
     // The Pod's pool label may be gone (a claim took it): look in every pool.
     for (const members of this.#pools.values()) members.delete(keyOf(pod));
-    if (deleted || !pool || meta.deletionTimestamp) return;
+    // A standby is what the pool made: its controller is the pool, and no box has it yet.
+    const controller = meta.ownerReferences?.find(r => r.controller);
+    const made = controller?.kind === "PodWarmPool" && controller.name === pool;
+    if (deleted || !pool || meta.deletionTimestamp || !made || meta.labels?.[LABEL_BOX]) return;
     const ready = pod.status?.phase === "Running" && Boolean(pod.status.podIP) && isPodReady(pod);
     if (!ready) return;
     const claim = (v: string) =>

@@ -1,7 +1,7 @@
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
-import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
+import { LABEL_BOX, LABEL_POOL, LABEL_RETAINED } from "../manifests/labels";
 import { podOwnerRef } from "../manifests/owner";
 import type { Owner } from "../manifests/types";
 import {
@@ -115,7 +115,7 @@ async function apply(
       return true;
     case "orphanPVC":
       await client.mergePatch(paths.pvcs(namespace, a.name), {
-        metadata: { ownerReferences: null },
+        metadata: { labels: { [LABEL_RETAINED]: ownerName }, ownerReferences: null },
       });
       return true;
   }
@@ -134,6 +134,9 @@ export function takeOverPVC(
   boxName: string,
 ) {
   return client.mergePatch(paths.pvcs(namespace, name), {
-    metadata: { labels: { [LABEL_BOX]: boxName, [LABEL_POOL]: null }, ownerReferences: [owner] },
+    metadata: {
+      labels: { [LABEL_BOX]: boxName, [LABEL_POOL]: null, [LABEL_RETAINED]: null },
+      ownerReferences: [owner],
+    },
   });
 }

@@ -13,6 +13,11 @@ export const LABEL_ROOTFS_GENERATION = `${GROUP}/rootfs-generation`;
  * with the Pod's hash without reading the template.
  */
 export const LABEL_TEMPLATE_HASH = `${GROUP}/template-hash`;
+/**
+ * On a PVC the operator kept when its box went (`volumeReclaimPolicy: Retain`): the name of that
+ * box. Only such PVCs are re-attached by a later box with their volume key.
+ */
+export const LABEL_RETAINED = `${GROUP}/retained`;
 export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "cubepod";
 /** On a PVC created by the Copy fork strategy: the parent PVC whose data is to be copied in. */

@@ -19,6 +19,6 @@ sign() { # name subject [san]
   rm -f "$1.csr" "$ext"
 }
 sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
-sign admin "/O=system:masters/CN=cubepod-admin"
+sign admin "/O=system:masters/CN=$ADMIN_USER"
 openssl genrsa -out sa.key 2048 2>/dev/null
 openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null

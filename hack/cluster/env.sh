@@ -19,6 +19,8 @@ POD_CIDR=${CUBEPOD_POD_CIDR:-127.64.0.0/16}
 NODE_IP=127.0.0.1
 NODE_NAME=kwok-node-0
 MODULE_NAME=pepr-cubepod
+# The admin client certificate's user: the tests', and the local module's (pepr dev) identity.
+ADMIN_USER=cubepod-admin
 export PATH="$CUBEPOD_BIN:$PATH"
 export KUBECONFIG=$KUBECONFIG_FILE
 

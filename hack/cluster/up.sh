@@ -60,6 +60,8 @@ kubectl create namespace pepr-system --dry-run=client -o yaml | kubectl apply -f
 kubectl apply --server-side -f "$ROOT/crds/all.yaml" >/dev/null
 kubectl wait --for condition=Established --timeout 60s \
   crd/podtemplates.pod.cubeplex.ai crd/podwarmpools.pod.cubeplex.ai crd/podboxes.pod.cubeplex.ai >/dev/null
+# The module YAML's admission policies, for the identity the local module runs as.
+npx tsx "$here/apply-policies.ts" "$ADMIN_USER" >/dev/null
 wait_for "node $NODE_NAME" 60 sh -c "kubectl get node $NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" \
   || die "kwok did not make $NODE_NAME Ready: see $LOGS/kwok.log"
 

@@ -117,7 +117,20 @@ describe("claimStandby", () => {
   /** The index's view of a real Pod: Ready, at the given resourceVersion. */
   const asReady = (pod: V1Pod, resourceVersion: string): V1Pod => ({
     ...pod,
-    metadata: { ...pod.metadata, namespace: ns, resourceVersion },
+    metadata: {
+      ...pod.metadata,
+      namespace: ns,
+      resourceVersion,
+      ownerReferences: [
+        {
+          apiVersion: "pod.cubeplex.ai/v1alpha1",
+          kind: "PodWarmPool",
+          name: "fake-pool",
+          uid: "u",
+          controller: true,
+        },
+      ],
+    },
     status: {
       phase: "Running",
       podIP: "127.64.9.1",

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { podBox, podTemplate, TEMPLATE } from "../../hack/lib/objects";
 
 /*
  * Tenants as Kubernetes sees them: users with RoleBindings in one namespace, acted as through
@@ -105,5 +105,154 @@ describe("a PodTemplate lends no right its author lacks", () => {
     });
     expect(box.status).toBe(201);
     user.close();
+  });
+});
+
+describe("only the operator's own Pods and volumes count (provenance)", () => {
+  // The namespace editor (built-in `edit`): creates, labels and changes Pods and PVCs.
+  const editor = () => as("editor");
+  const pool = {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name: "pool" },
+    spec: { templateRef: "plain", replicas: 1 },
+  };
+  const refused = (r: { status: number; body: Obj }, mark: string) => {
+    expect(r.status).toBe(403);
+    expect(r.body.message).toContain(mark);
+  };
+  let victimPod: Obj;
+  let claimedPod: Obj;
+
+  beforeAll(async () => {
+    await bind("editor", "edit");
+    await bind("editor", "cubepod-sandbox-user");
+    await admin.mustCreate(paths.podtemplates(ns), podTemplate("plain"));
+    await admin.mustCreate(paths.podwarmpools(ns), pool);
+    await admin.mustCreate(paths.podboxes(ns), podBox("victim", { templateRef: "plain" }));
+    await admin.mustCreate(paths.podboxes(ns), podBox("claimer", { warmPoolRef: "pool" }));
+    for (const name of ["victim", "claimer"])
+      await admin.waitFor(paths.podboxes(ns, name), o => o?.status?.phase === "Running");
+    victimPod = (await admin.get(paths.pods(ns, "victim"))).body;
+    const claimer = (await admin.get(paths.podboxes(ns, "claimer"))).body;
+    claimedPod = (await admin.get(paths.pods(ns, claimer.status.podName))).body;
+  });
+
+  const lure = (name: string, labels: Record<string, string>, extra: Obj = {}) => ({
+    metadata: { name, labels, ...extra },
+    spec: {
+      nodeName: "nowhere",
+      containers: [{ name: "c", image: "evil:1" }],
+      volumes: [{ name: "workspace", persistentVolumeClaim: { claimName: "victim-workspace" } }],
+    },
+  });
+
+  it("refuses a Pod that claims to be a box's, and the box keeps its own Pod", async () => {
+    const r = await editor().create(
+      paths.pods(ns),
+      lure("lure", { "pod.cubeplex.ai/box": "victim" }),
+    );
+    refused(r, "label pod.cubeplex.ai/box=victim");
+    const owned = lure(
+      "owned",
+      {},
+      {
+        ownerReferences: [{ ...victimPod.metadata.ownerReferences[0] }],
+      },
+    );
+    refused(await editor().create(paths.pods(ns), owned), "ownerReference to PodBox victim");
+    const box = (await admin.get(paths.podboxes(ns, "victim"))).body;
+    expect(box.status).toMatchObject({ phase: "Running", podName: "victim" });
+    expect((await admin.get(paths.pods(ns, "victim"))).body.metadata.uid).toBe(
+      victimPod.metadata.uid,
+    );
+  });
+
+  it("refuses a fake standby copied from a real one", async () => {
+    const standby = await admin.waitForItems(
+      `${paths.pods(ns)}?labelSelector=${encodeURIComponent("pod.cubeplex.ai/pool=pool")}`,
+      items => items.length > 0,
+    );
+    const { labels, ownerReferences } = standby[0].metadata;
+    const r = await editor().create(
+      paths.pods(ns),
+      lure("fake-standby", labels, { ownerReferences }),
+    );
+    refused(r, "pod.cubeplex.ai/");
+  });
+
+  it("refuses re-labelling a claimed box's Pod as a standby, or unlabelling a box's Pod", async () => {
+    const relabel = {
+      metadata: { labels: { "pod.cubeplex.ai/pool": "pool", "pod.cubeplex.ai/box": null } },
+    };
+    refused(
+      await editor().mergePatch(paths.pods(ns, claimedPod.metadata.name), relabel),
+      "pod.cubeplex.ai/",
+    );
+    refused(
+      await editor().mergePatch(paths.pods(ns, "victim"), {
+        metadata: { labels: { "pod.cubeplex.ai/box": null } },
+      }),
+      "label pod.cubeplex.ai/box=victim",
+    );
+  });
+
+  it("refuses a change of a sandbox Pod's spec, and takes other labels", async () => {
+    const image = { spec: { containers: [{ name: "sandbox", image: "evil:1" }] } };
+    const r = await editor().request(
+      "PATCH",
+      paths.pods(ns, "victim"),
+      image,
+      "application/strategic-merge-patch+json",
+    );
+    expect(r.status).toBe(403);
+    expect(r.body.message).toContain("the spec of a CubePod sandbox Pod is changed only by");
+    const note = { metadata: { labels: { team: "a" } } };
+    expect((await editor().mergePatch(paths.pods(ns, "victim"), note)).status).toBe(200);
+  });
+
+  it("refuses a PVC that claims a volume key", async () => {
+    const pvc = {
+      metadata: { name: "fake-workspace", labels: { "pod.cubeplex.ai/volume-key": "victim" } },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    };
+    refused(await editor().create(paths.pvcs(ns), pvc), "label pod.cubeplex.ai/volume-key=victim");
+  });
+
+  it("re-attaches no standby's volumes through volumeKey", async () => {
+    const standby = (
+      await admin.waitForItems(
+        `${paths.pods(ns)}?labelSelector=${encodeURIComponent("pod.cubeplex.ai/pool=pool")}`,
+        items => items.some(p => p.status?.phase === "Running"),
+      )
+    ).find(p => p.status?.phase === "Running")!;
+    const key = standby.metadata.labels["pod.cubeplex.ai/volume-key"];
+    const r = await editor().create(
+      paths.podboxes(ns),
+      podBox("thief", { volumeKey: key, templateRef: "plain" }),
+    );
+    expect(r.status).toBe(201);
+    const thief = await admin.waitFor(
+      paths.podboxes(ns, "thief"),
+      o => o?.status?.phase === "Failed",
+    );
+    expect(thief!.status.reason).toBe("VolumesInUse");
+    for (const pvc of await admin.names(paths.pvcs(ns), `pod.cubeplex.ai/volume-key=${key}`)) {
+      const owners = (await admin.get(paths.pvcs(ns, pvc))).body.metadata.ownerReferences as Obj[];
+      expect(owners.filter(o => o.controller)).toEqual([
+        expect.objectContaining({ kind: "PodWarmPool", name: "pool" }),
+      ]);
+    }
+  });
+
+  it("still injects a hand-declared Pod that names only its template", async () => {
+    const pod = {
+      metadata: { name: "hand", labels: { "pod.cubeplex.ai/template": "plain" } },
+      spec: { nodeName: "nowhere", containers: [{ name: "c", image: "py:3" }] },
+    };
+    const r = await editor().create(paths.pods(ns), pod);
+    expect(r.status).toBe(201);
+    expect(r.body.metadata.annotations["pod.cubeplex.ai/injected"]).toBeDefined();
+    await admin.request("DELETE", `${paths.pods(ns, "hand")}?gracePeriodSeconds=0`);
   });
 });

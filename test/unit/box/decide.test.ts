@@ -50,6 +50,7 @@ const pvc = (name: string, extra: Partial<ObservedPVC> = {}): ObservedPVC => {
     generation: rootfs ? Number(name.split("-g").pop()) : undefined,
     deleting: false,
     owner: "this",
+    retained: false,
     ...extra,
   };
 };
@@ -475,11 +476,34 @@ describe("decideBox: rootfs reset", () => {
 });
 
 describe("decideBox: volume key (re-attach)", () => {
-  const kept = [pvc("old-workspace", { owner: "none" }), pvc("old-rootfs-g3", { owner: "none" })];
+  const keptBy = { owner: "none", retained: true } as const;
+  const kept = [pvc("old-workspace", keptBy), pvc("old-rootfs-g3", keptBy)];
 
   it("adopts the kept PVCs at their generation and starts the Pod on them", () => {
     const p = decideBox(obs({ spec: { volumeKey: "old" }, pvcs: kept }));
     expect(types(p)).toEqual(["adoptPVC old-workspace", "adoptPVC old-rootfs-g3", "createPod box"]);
+  });
+
+  it("re-attaches no ownerless PVC the operator did not keep, and says whose key it is", () => {
+    const stray = [
+      pvc("old-workspace", { owner: "none" }),
+      pvc("old-rootfs-g3", { owner: "none" }),
+    ];
+    const p = decideBox(obs({ spec: { volumeKey: "old" }, pvcs: stray }));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
+  });
+
+  it("takes no standby's volumes, even with a Pod of its own on that key", () => {
+    const standby = [
+      pvc("sb-workspace", { owner: "pool" }),
+      pvc("sb-rootfs-g1", { owner: "pool" }),
+    ];
+    const p = decideBox(
+      obs({ spec: { volumeKey: "sb" }, pvcs: standby, pods: [pod({ volumeKey: "sb" })] }),
+    );
+    expect(p.actions.filter(a => a.type === "adoptPVC")).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
   });
 
   it("waits when there is no workspace to re-attach", () => {
@@ -789,6 +813,14 @@ describe("decideBox: a claimed warm standby", () => {
       podName: "pool-x1",
       rootfsPVCName: "pool-x1-rootfs-g1",
     });
+  });
+
+  it("takes them over when the pool went first (nobody's, its Pod mounts them), with no status yet", () => {
+    const p = decideBox(
+      obs({ spec: { warmPoolRef: "pool" }, pvcs: claimedPVCs("none"), pods: [claimedPod] }),
+    );
+    expect(types(p)).toEqual(["adoptPVC pool-x1-workspace", "adoptPVC pool-x1-rootfs-g1"]);
+    expect(p.status).toMatchObject({ phase: "Running", podName: "pool-x1" });
   });
 
   it("keeps running on them once they are its own, and resumes on them after a pause", () => {

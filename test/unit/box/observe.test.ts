@@ -34,15 +34,24 @@ describe("observedPVC: whose a PVC is", () => {
     ]);
   });
 
-  it("reads the role, rootfs generation, volume key and deletion from the labels", () => {
+  it("reads the role, rootfs generation, volume key, retention and deletion from the labels", () => {
     const p = pvc([], {
       "pod.cubeplex.ai/volume": "rootfs",
       "pod.cubeplex.ai/rootfs-generation": "3",
       "pod.cubeplex.ai/volume-key": "k",
+      "pod.cubeplex.ai/retained": "old-box",
     });
     p.metadata!.deletionTimestamp = new Date();
     expect(observedPVC(p, "box-uid")).toEqual([
-      { name: "v", role: "rootfs", generation: 3, deleting: true, volumeKey: "k", owner: "none" },
+      {
+        name: "v",
+        role: "rootfs",
+        generation: 3,
+        deleting: true,
+        volumeKey: "k",
+        retained: true,
+        owner: "none",
+      },
     ]);
   });
 

@@ -9,6 +9,8 @@ const pod = (
     rv?: string;
     hash?: string;
     deleting?: boolean;
+    controller?: { kind: string; name: string };
+    box?: string;
   } = {},
 ): V1Pod => ({
   metadata: {
@@ -18,7 +20,16 @@ const pod = (
     labels: {
       ...(opts.pool === null ? {} : { "pod.cubeplex.ai/pool": opts.pool ?? "pool" }),
       "pod.cubeplex.ai/template-hash": opts.hash ?? "h1",
+      ...(opts.box ? { "pod.cubeplex.ai/box": opts.box } : {}),
     },
+    ownerReferences: [
+      {
+        apiVersion: "pod.cubeplex.ai/v1alpha1",
+        uid: "u",
+        controller: true,
+        ...(opts.controller ?? { kind: "PodWarmPool", name: opts.pool ?? "pool" }),
+      },
+    ],
     ...(opts.deleting ? { deletionTimestamp: new Date() } : {}),
   },
   spec: {
@@ -39,6 +50,16 @@ const readyIn = (index: StandbyIndex) =>
   index.counts().find(c => c.namespace === "ns" && c.pool === "pool")?.ready ?? 0;
 
 describe("StandbyIndex", () => {
+  it("counts only Pods the pool made and no box holds", () => {
+    const index = new StandbyIndex();
+    index.observe(pod("other-pool", { controller: { kind: "PodWarmPool", name: "elsewhere" } }));
+    index.observe(pod("a-box", { controller: { kind: "PodBox", name: "victim" } }));
+    index.observe(pod("held", { box: "victim" }));
+    expect(readyIn(index)).toBe(0);
+    index.observe(pod("made"));
+    expect(readyIn(index)).toBe(1);
+  });
+
   it("keeps ready standbys and hands each out once", () => {
     const index = new StandbyIndex();
     index.observe(pod("a"));
