@@ -13,6 +13,7 @@ export const FAILPOINT_ACTIONS = [
   "deletePVC",
   "adoptPVC",
   "orphanPVC",
+  "claimStandby",
 ] as const;
 export type FailpointAction = (typeof FAILPOINT_ACTIONS)[number];
 

@@ -37,6 +37,12 @@ import { WaitingBoxes } from "./waiting-boxes";
 /** Passes of one reconcile: from the cache, consistent, with the conflict found. */
 const MAX_PASSES = 3;
 
+/**
+ * Boxes created up to this long after the process started (the API server's clock may run ahead
+ * of ours) may have claimed before it: they look for a claimed Pod before claiming again.
+ */
+const CLOCK_SKEW_MS = 60_000;
+
 export type BoxReconcilerDeps = ActionContext & {
   queue: WorkQueue;
   /** The time observations and claimed statuses are stamped with. */
@@ -57,7 +63,11 @@ export class BoxReconciler {
   /** Boxes waiting for an object to appear, be ready or go: its watch event wakes them. */
   readonly #waiting = new WaitingBoxes();
 
-  constructor(private readonly deps: BoxReconcilerDeps) {}
+  readonly #startedAt: number;
+
+  constructor(private readonly deps: BoxReconcilerDeps) {
+    this.#startedAt = deps.clock().getTime();
+  }
 
   /** A watch event of the box: a claim jumps the queue; the echo of our own write is dropped. */
   onBoxEvent(box: PodBox): void {
@@ -284,11 +294,13 @@ export class BoxReconciler {
     const pool = box.spec!.warmPoolRef!;
     const poolKey = objectKey(namespace, pool);
     const current = pools.templateOf(poolKey);
+    if (await this.#mayHaveClaimed(box)) return false;
     // Writes that can wait do so until claims are quiet, and a pool's refill writes wait while
     // one is in flight.
     const standby = await claims.activity.during(async () => {
       const s = await claimStandby(client, box, claims.standbys, current?.hash, claims.podWrites);
       if (!s) return undefined;
+      await this.deps.failpoints.after("claimStandby");
       const status = claimedStatus(box, s, current, kubeTime(this.deps.clock()));
       await this.#writes.during(key, () => writeBoxStatus(client, box, status));
       return s;
@@ -299,6 +311,24 @@ export class BoxReconciler {
     countTransition("WarmPoolClaimed", { namespace, pool });
     claims.claimed(key, { box, standby });
     return true;
+  }
+
+  /**
+   * True when a box that may predate this process already holds a Pod: a claim whose Pod patch
+   * landed before a restart and whose status write did not. The full reconcile then finishes
+   * that claim from what it reads (the Pod is the box's, so are the standby's volumes), instead
+   * of a second claim leaving the first Pod running.
+   */
+  async #mayHaveClaimed(box: PodBox): Promise<boolean> {
+    const created = new Date(box.metadata?.creationTimestamp ?? 0).getTime();
+    if (created > this.#startedAt + CLOCK_SKEW_MS) return false;
+    const { namespace, name, uid } = box.metadata!;
+    const pods = await this.deps.client.list<a.Pod>(
+      paths.pods(namespace!),
+      `${LABEL_BOX}=${name}`,
+      { fromCache: true },
+    );
+    return pods.some(p => isControlledBy(p.metadata, uid!));
   }
 
   /**

@@ -237,6 +237,46 @@ describe("a standby watch that lags the boxes", () => {
 });
 
 describe("restart safety: the module stopped in the middle of a transition", () => {
+  it("after a claim's Pod patch, before the box status: the restart finishes it, claims no more", async () => {
+    await readyPool("crashy", 2);
+    restartModule("claimStandby:1");
+    try {
+      await h.createBox("claimed-once", { warmPoolRef: "crashy" });
+      // The Pod patch landed: the box holds a standby's Pod, and its status says nothing yet.
+      const [pod] = await kube.waitForItems(
+        `${paths.pods(ns)}?labelSelector=${encodeURIComponent("pod.cubeplex.ai/box=claimed-once")}`,
+        items => items.length === 1,
+      );
+      expect(
+        (await kube.get(paths.podboxes(ns, "claimed-once"))).body.status?.phase,
+      ).toBeUndefined();
+      restartModule();
+      const box = await h.waitPhase("claimed-once", "Running");
+      expect(box.status.podName).toBe(pod.metadata.name);
+      expect(await h.podsOf("claimed-once")).toEqual([pod.metadata.name]);
+      // The other standby is still the pool's, and the claimed one's volumes are the box's.
+      const pool = await kube.waitFor(
+        paths.podwarmpools(ns, "crashy"),
+        o => o?.status?.readyReplicas === 2,
+      );
+      expect(pool!.status.readyReplicas).toBe(2);
+      const key = pod.metadata.labels["pod.cubeplex.ai/volume-key"];
+      await kube.waitForItems(
+        `${paths.pvcs(ns)}?labelSelector=${encodeURIComponent(`pod.cubeplex.ai/volume-key=${key}`)}`,
+        items =>
+          items.length === 2 &&
+          items.every(p =>
+            p.metadata.ownerReferences?.some((o: Obj) => o.kind === "PodBox" && o.controller),
+          ),
+      );
+    } finally {
+      restartModule();
+    }
+    await kube.delete(paths.podwarmpools(ns, "crashy"));
+    await kube.delete(paths.podboxes(ns, "claimed-once"));
+    await h.waitGone(paths.podboxes(ns, "claimed-once"));
+  });
+
   it("after the PVCs, before the Pod: converges to one Pod on the two PVCs", async () => {
     restartModule("createPVC:2");
     await h.createBox("interrupted", { templateRef: "python" });
