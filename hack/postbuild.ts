@@ -3,6 +3,7 @@
  *  - every webhook in dist/pepr-module-<uuid>.yaml gets the sandbox-Pods-only match condition;
  *  - the watcher exposes the operator's /metrics and /healthz on :8081 (port, probe, Service),
  *    in the module YAML and in the Helm chart;
+ *  - Pepr's own rules in the module's ClusterRole match what the module does (module-rbac.ts);
  *  - the provenance admission policy (provenance-policy.ts), for the module's ServiceAccount, is
  *    added to both;
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
@@ -21,6 +22,7 @@ import {
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
+import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
 
 const dist = join(__dirname, "..", "dist");
 const uuid = cfg.pepr.uuid;
@@ -33,7 +35,7 @@ if (!existsSync(moduleYaml)) {
 
 const docs = parseAllDocuments(readFileSync(moduleYaml, "utf8")).map(d => d.toJS());
 const hardened = docs.map(d => (isWebhookConfiguration(d) ? hardenWebhookConfiguration(d) : d));
-const out = exposeMetrics(hardened, `${name}-watcher`);
+const out = exposeMetrics(scopeModuleRbac(hardened), `${name}-watcher`);
 const policy = provenancePolicy(`system:serviceaccount:pepr-system:${name}`);
 const toYaml = (ds: unknown[]) => ds.map(d => stringify(d, { lineWidth: 0 })).join("---\n");
 writeFileSync(moduleYaml, toYaml([...out, ...policy]));
@@ -62,6 +64,10 @@ if (existsSync(chartYaml)) {
   );
 }
 
+if (!scopeChartRbac(join(dist, `${uuid}-chart`))) {
+  console.error("postbuild: the Helm chart has no values.yaml to scope its ClusterRole in");
+  process.exit(1);
+}
 if (!exposeMetricsInChart(join(dist, `${uuid}-chart`))) {
   console.error("postbuild: the Helm chart has no watcher template to expose :8081 in");
   process.exit(1);

@@ -47,9 +47,14 @@ export class ApiClient {
    * @param timeoutMs how long a request waits for its answer (headers, then between body
    *   chunks); see `CUBEPOD_API_TIMEOUT_MS` in config.ts.
    */
+  /**
+   * @param userAgent what the API server's audit log records the requests as sent by (tests that
+   *   drive this client directly name themselves, so that the log tells them from the module)
+   */
   constructor(
     private readonly timeoutMs: number,
     private readonly credentials: CredentialSource,
+    private readonly userAgent = USER_AGENT,
   ) {}
 
   /** Sends one request; resolves with the decoded body, throws a {@link KubeError} on >= 400. */
@@ -156,7 +161,7 @@ export class ApiClient {
   async #connect(): Promise<Connection> {
     const { server, ca, cert, key, authorization } = await this.credentials();
     // Audit logs and API priority and fairness see CubePod's own requests under its own name.
-    const headers: Record<string, string> = { "User-Agent": USER_AGENT };
+    const headers: Record<string, string> = { "User-Agent": this.userAgent };
     if (authorization) headers.Authorization = authorization;
     return {
       agent: new Agent({

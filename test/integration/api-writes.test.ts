@@ -41,7 +41,7 @@ const pvc = (name: string) => ({
 
 beforeAll(async () => {
   const credentials = credentialsOf();
-  client = new ApiClient(30_000, async () => credentials);
+  client = new ApiClient(30_000, async () => credentials, "cubepod-tests");
   ns = await kube.namespace("it-api-writes");
 });
 afterAll(async () => {

@@ -47,6 +47,30 @@ describe("the deployable module manifest (npm run build)", () => {
       "validatingwebhookconfiguration.admissionregistration.k8s.io/pepr-cubepod-dryrun created (server dry run)",
     );
     expect(out).toContain("deployment.apps/pepr-cubepod-dryrun created (server dry run)");
+    expect(out).toContain(
+      "validatingadmissionpolicy.admissionregistration.k8s.io/cubepod-provenance-dryrun created (server dry run)",
+    );
+  });
+
+  it("carries the provenance policy for the module's ServiceAccount, in the chart too", () => {
+    const docs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS());
+    const inChart = parseAllDocuments(
+      execFileSync(join(bin, "helm"), ["template", "cubepod", chart], { encoding: "utf8" }),
+    ).map(d => d.toJS());
+    for (const all of [docs, inChart]) {
+      const policy = all.find(d => d?.kind === "ValidatingAdmissionPolicy");
+      expect(policy.spec.matchConditions).toEqual([
+        {
+          name: "not-the-operator",
+          expression:
+            'request.userInfo.username != "system:serviceaccount:pepr-system:pepr-cubepod"',
+        },
+      ]);
+      expect(all.find(d => d?.kind === "ValidatingAdmissionPolicyBinding").spec).toEqual({
+        policyName: "cubepod-provenance",
+        validationActions: ["Deny"],
+      });
+    }
   });
 
   it("sends the module only sandbox Pods, and fails closed for them", () => {

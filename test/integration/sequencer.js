@@ -1,11 +1,14 @@
-// Runs the test that stops and restarts the whole control plane last.
+// Runs the file that reads the audit log of every other file (rbac) second to last, and the one
+// that stops and restarts the whole control plane last.
 const Sequencer = require("@jest/test-sequencer").default;
 
-class LastIsUpDown extends Sequencer {
+const LAST = ["rbac.test.ts", "up-down.test.ts"];
+
+class AuditThenUpDownLast extends Sequencer {
   sort(tests) {
-    const last = t => (t.path.endsWith("up-down.test.ts") ? 1 : 0);
-    return [...tests].sort((a, b) => last(a) - last(b) || a.path.localeCompare(b.path));
+    const rank = t => LAST.findIndex(name => t.path.endsWith(`/${name}`));
+    return [...tests].sort((a, b) => rank(a) - rank(b) || a.path.localeCompare(b.path));
   }
 }
 
-module.exports = LastIsUpDown;
+module.exports = AuditThenUpDownLast;

@@ -1,0 +1,100 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import { auditEvents } from "../../hack/lib/audit";
+import { Obj, ROOT } from "../../hack/lib/kube";
+
+/*
+ * The module's ClusterRole, as `npm run build` writes it, against what the module did while the
+ * other integration files ran (this file runs after them: sequencer.js), as the API server's audit
+ * log recorded it: every request the module sent is granted, and every grant was used. Only a run
+ * of the whole suite uses every grant.
+ */
+
+const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
+const chart = join(ROOT, "dist", "cubepod-chart");
+const helm = join(
+  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
+  "bin",
+  "helm",
+);
+
+/** The user agents of the module's two clients: its ApiClient, and Pepr's watches and store. */
+const MODULE_AGENTS = ["cubepod", "kubernetes-fluent-client"];
+/**
+ * What `pepr dev` does as the installer before it starts the module (in a cluster: `pepr deploy`,
+ * Helm or kubectl, with the installer's rights), and on its way out.
+ */
+const INSTALL_STEP = [
+  "* admissionregistration.k8s.io/mutatingwebhookconfigurations",
+  "* admissionregistration.k8s.io/validatingwebhookconfigurations",
+  "* apiextensions.k8s.io/customresourcedefinitions",
+  "* /namespaces",
+  "delete pepr.dev/peprstores",
+];
+/** Granted for paths no test takes, each with its reason. */
+const RARELY_USED: Record<string, string> = {
+  "create pepr.dev/peprstores": "Pepr creates its store at the module's first start in a cluster",
+};
+
+type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
+
+const clusterRole = (docs: Obj[]) =>
+  docs.find(d => d?.kind === "ClusterRole" && d.metadata.name === "pepr-cubepod") as {
+    rules: Rule[];
+  };
+
+/** "verb group/resource[/subresource]" for every grant of the rules. */
+const grants = (rules: Rule[]) =>
+  new Set(
+    rules.flatMap(r =>
+      r.apiGroups.flatMap(g => r.resources.flatMap(res => r.verbs.map(v => `${v} ${g}/${res}`))),
+    ),
+  );
+
+const installStep = (use: string) =>
+  INSTALL_STEP.some(i => i === use || (i.startsWith("* ") && use.endsWith(` ${i.slice(2)}`)));
+
+beforeAll(() => {
+  if (!existsSync(manifest))
+    execFileSync("bash", [join(ROOT, "hack", "build-module.sh")], { stdio: "ignore" });
+});
+
+describe("the module's ClusterRole, against the audit log", () => {
+  const role = clusterRole(parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS()));
+  const granted = grants(role.rules);
+
+  /** What the module's clients asked of the API server, as "verb group/resource[/sub]". */
+  const used = () => {
+    const out = new Set<string>();
+    const since = process.env.CUBEPOD_TEST_RUN_STARTED ?? "";
+    for (const e of auditEvents('"userAgent":"')) {
+      if (!MODULE_AGENTS.includes(e.userAgent) || !e.objectRef?.resource) continue;
+      if (e.stageTimestamp < since) continue;
+      const { apiGroup = "", resource, subresource } = e.objectRef;
+      const use = `${e.verb} ${apiGroup}/${resource}${subresource ? `/${subresource}` : ""}`;
+      if (!installStep(use)) out.add(use);
+    }
+    return out;
+  };
+
+  it("grants every request the module sent", () => {
+    const missing = [...used()].filter(u => !granted.has(u));
+    expect(missing).toEqual([]);
+  });
+
+  it("grants nothing the module did not use", () => {
+    const seen = used();
+    const unused = [...granted].filter(g => !seen.has(g) && !(g in RARELY_USED));
+    expect(unused).toEqual([]);
+  });
+
+  it("grants no write to CustomResourceDefinitions, and the Helm chart grants the same", () => {
+    expect([...granted].filter(g => g.includes("apiextensions.k8s.io"))).toEqual([]);
+    const rendered = parseAllDocuments(
+      execFileSync(helm, ["template", "cubepod", chart], { encoding: "utf8" }),
+    ).map(d => d.toJS() as Obj);
+    expect(grants(clusterRole(rendered).rules)).toEqual(granted);
+  });
+});
