@@ -10,6 +10,7 @@ import {
   Verdict,
 } from "./rules";
 import { accessNeeded, describeAccess, missingAccess } from "./template-access";
+import { dryRunErrors } from "./template-dry-run";
 
 type Req<T extends a.GenericKind> = PeprValidateRequest<T>;
 
@@ -22,7 +23,8 @@ const answer = <T extends a.GenericKind, S>(req: Req<T>, verdict: Verdict<S>) =>
 
 /**
  * Validate action for PodTemplate creates and updates: the schema and rules, then the rights the
- * template would lend (see {@link accessNeeded}), asked of the API server for the requesting user.
+ * template would lend (see {@link accessNeeded}), asked of the API server for the requesting user,
+ * and what the API server would say of the objects it makes ({@link dryRunErrors}).
  */
 export async function validateTemplateRequest(req: Req<CubePodTemplate>, client: ApiClient) {
   if (deleting(req)) return req.Approve();
@@ -33,12 +35,11 @@ export async function validateTemplateRequest(req: Req<CubePodTemplate>, client:
   // Updates that leave the spec as it was never reach here (webhook-policy.ts, SPEC_CHANGES_ONLY).
   if (!verdict.ok) return answer(req, verdict);
   const namespace = req.Raw.metadata?.namespace || req.Request.namespace || "";
-  const missing = await missingAccess(
-    client,
-    req.Request.userInfo,
-    namespace,
-    accessNeeded(verdict.spec),
-  );
+  const [missing, invalid] = await Promise.all([
+    missingAccess(client, req.Request.userInfo, namespace, accessNeeded(verdict.spec)),
+    dryRunErrors(client, namespace, req.Raw.metadata?.name ?? "", verdict.spec),
+  ]);
+  if (invalid.length > 0) return req.Deny(invalid.join("; "), 422);
   if (missing.length === 0) return req.Approve();
   const rights = missing.map(a => describeAccess(a, namespace)).join("; ");
   return req.Deny(

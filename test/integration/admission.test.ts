@@ -100,6 +100,19 @@ const CREATE_DENIALS: [string, string, object, string][] = [
     { image: "py:3", resources: { requests: { cpu: "2" }, limits: { cpu: "1" } } },
     "spec.resources.requests.cpu: must not exceed spec.resources.limits.cpu (2 > 1)",
   ],
+  // Rules of the Pod API itself, found by a dry run of the Pod the template makes.
+  [
+    "PodTemplate",
+    "gpu",
+    { image: "py:3", resources: { requests: { "example.com/gpu": "1" } } },
+    "the sandbox Pod this template makes would be refused: spec.containers[0].resources.limits: Required value: Limit must be set for non overcommitable resources",
+  ],
+  [
+    "PodTemplate",
+    "hugepages",
+    { image: "py:3", resources: { limits: { "hugepages-2Mi": "2Mi" } } },
+    "the sandbox Pod this template makes would be refused: spec.containers[0].resources: Forbidden: HugePages require cpu or memory",
+  ],
   [
     "PodTemplate",
     "t".repeat(64),

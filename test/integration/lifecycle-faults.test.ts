@@ -76,23 +76,57 @@ describe("bad input at runtime", () => {
   });
 
   it("an error the API server will repeat ends in Failed with its reason", async () => {
-    // An extended resource requested without its limit: the API server refuses the Pod (422)
-    // however often it is sent.
-    await kube.mustCreate(
-      paths.podtemplates(ns),
-      podTemplate("greedy", {
-        ...TEMPLATE,
-        resources: { requests: { "example.com/gpu": "1" } },
-      }),
-    );
-    await h.createBox("greedy", { templateRef: "greedy" });
-    const box = await h.waitPhase("greedy", "Failed", "APIError");
-    // The API server's own words, so that the user sees what to fix.
-    expect(box.status.message).toMatch(
-      /^createPod failed: HTTP 422: Pod "greedy" is invalid: .*resources\.limits/,
-    );
-    expect(await h.podsOf("greedy")).toEqual([]);
-    await h.waitEvent("greedy", "APIError");
+    // A cluster policy that calls this box's Pod invalid (422), however often it is sent.
+    const policy = `it-invalid-${ns}`;
+    const vap = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies";
+    const binding = "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings";
+    await kube.mustCreate(vap, {
+      metadata: { name: policy },
+      spec: {
+        matchConstraints: {
+          resourceRules: [
+            { apiGroups: [""], apiVersions: ["v1"], operations: ["CREATE"], resources: ["pods"] },
+          ],
+        },
+        validations: [
+          {
+            expression: `!has(object.metadata.labels) || !("pod.cubeplex.ai/box" in object.metadata.labels) || object.metadata.labels["pod.cubeplex.ai/box"] != "greedy"`,
+            message: "no Pod of greedy here",
+            reason: "Invalid",
+          },
+        ],
+      },
+    });
+    await kube.mustCreate(binding, {
+      metadata: { name: policy },
+      spec: {
+        policyName: policy,
+        validationActions: ["Deny"],
+        matchResources: {
+          namespaceSelector: { matchLabels: { "kubernetes.io/metadata.name": ns } },
+        },
+      },
+    });
+    try {
+      // The API server evaluates a new policy once its informer has it: until a dry run says so.
+      const probe = {
+        metadata: { name: "greedy", labels: { "pod.cubeplex.ai/box": "greedy" } },
+        spec: { containers: [{ name: "c", image: "py:3" }] },
+      };
+      for (let i = 0; i < 100; i++) {
+        if ((await kube.create(`${paths.pods(ns)}?dryRun=All`, probe)).status === 422) break;
+        await new Promise(r => setTimeout(r, 100));
+      }
+      await h.createBox("greedy", { templateRef: "python" });
+      const box = await h.waitPhase("greedy", "Failed", "APIError");
+      // The API server's own words, so that the user sees what to fix.
+      expect(box.status.message).toMatch(/^createPod failed: HTTP 422: .*no Pod of greedy here/);
+      expect(await h.podsOf("greedy")).toEqual([]);
+      await h.waitEvent("greedy", "APIError");
+    } finally {
+      await kube.delete(`${binding}/${policy}`);
+      await kube.delete(`${vap}/${policy}`);
+    }
   });
 });
 
