@@ -135,9 +135,17 @@ function run(o: BoxObservation): BoxPlan {
 
   // Generations: the one the box runs (or, re-attaching, the newest kept), and the one it wants.
   const keptGens = pvcs.filter(p => p.role === "rootfs" && !p.deleting && p.generation);
+  // The status is writable by whoever holds podboxes/status: a generation beyond the spec's counts
+  // only when a rootfs of that generation exists (a re-attached key's), or a write to the status
+  // alone would replace the rootfs.
+  const reported = prev.rootfsGeneration;
+  const trusted =
+    reported !== undefined &&
+    (reported <= spec.rootfsGeneration || keptGens.some(p => p.generation === reported))
+      ? reported
+      : undefined;
   const current =
-    prev.rootfsGeneration ??
-    (keptGens.length > 0 ? Math.max(...keptGens.map(p => p.generation!)) : undefined);
+    trusted ?? (keptGens.length > 0 ? Math.max(...keptGens.map(p => p.generation!)) : undefined);
   const target = Math.max(spec.rootfsGeneration, current ?? 0);
   const resetting = current !== undefined && target > current;
   // A box that never ran yet: only then are a fork's volumes cloned from its parent.

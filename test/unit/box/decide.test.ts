@@ -465,6 +465,13 @@ describe("decideBox: rootfs reset", () => {
     ).toEqual([]);
   });
 
+  it("replaces nothing for a status generation beyond the spec's with no rootfs of it", () => {
+    const forged = { ...g1Running, rootfsGeneration: 9 };
+    const p = decideBox(obs({ status: forged, pvcs: VOLUMES, pods: [pod()] }));
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Running", rootfsGeneration: 1 });
+  });
+
   it("jumps straight to the newest generation when several resets pile up", () => {
     const p = decideBox(obs({ spec: { rootfsGeneration: 5 }, status: g1Running, pvcs: VOLUMES }));
     expect(types(p)).toEqual([
