@@ -35,7 +35,7 @@ export const SPEC_CHANGES_ONLY = {
 /**
  * PodBox fields whose every rule the API server checks itself before any validating webhook: the
  * CRD schema is generated from the same zod schema (patterns, enums, minimums), and the one rule
- * it lacks, zod's integer range, is checked below. `forkFrom`, `volumeKey` and `leaseExpiresAt`
+ * it lacks, zod's integer range, is checked below. `forkFrom`, `volumeKey`, `leaseExpiresAt` and `expiresAt`
  * are not here: they take part in rules across fields, or zod reads them more strictly than the
  * schema's `format` does.
  */
@@ -46,6 +46,7 @@ export const SCHEMA_CHECKED_BOX_FIELDS = [
   "rootfsGeneration",
   "idleTimeoutSeconds",
   "volumeReclaimPolicy",
+  "onExpiry",
 ] as const;
 
 const SAFE_INT = (field: string) =>
@@ -75,16 +76,20 @@ export const COMMON_BOX_CREATES_CHECKED_HERE = {
 /**
  * PodBox spec changes are not sent either: the CRD's transition rules (BOX_UPDATE_RULES, from the
  * zod source) check immutability and the growing rootfsGeneration, and the schema every field, so
- * pause, resume and reset work while the module is down. Sent still: a change of the lease, which
- * zod reads more strictly than the schema's `format`, and integers beyond zod's range.
+ * pause, resume and reset work while the module is down. Sent still: a change of the lease or of
+ * the expiry, which zod reads more strictly than the schema's `format`, and integers beyond zod's
+ * range.
  */
+const UNCHANGED_TIME = (field: string) =>
+  `(!has(object.spec.${field}) || (has(oldObject.spec.${field}) && ` +
+  `object.spec.${field} == oldObject.spec.${field}))`;
+
 export const BOX_UPDATES_CHECKED_BY_SCHEMA = {
   name: "cubepod-box-update-needs-module",
   expression:
     `!(request.operation == "UPDATE" && request.resource.group == "${GROUP}" && ` +
     `request.resource.resource == "podboxes" && has(object.spec) && has(oldObject.spec) && ` +
-    `(!has(object.spec.leaseExpiresAt) || (has(oldObject.spec.leaseExpiresAt) && ` +
-    `object.spec.leaseExpiresAt == oldObject.spec.leaseExpiresAt)) && ` +
+    `${UNCHANGED_TIME("leaseExpiresAt")} && ${UNCHANGED_TIME("expiresAt")} && ` +
     `${SAFE_INT("rootfsGeneration")} && ${SAFE_INT("idleTimeoutSeconds")})`,
 };
 

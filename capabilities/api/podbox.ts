@@ -31,6 +31,7 @@ export const REASONS = [
   "RootFSReset",
   "Terminated",
   "LeaseExpired",
+  "Expired",
   "Deleting",
   ...PROBLEM_REASONS,
 ] as const;
@@ -99,6 +100,14 @@ export const podBoxSpecSchema = z
     leaseExpiresAt: timestamp()
       .optional()
       .meta({ description: "While the lease is live the box is never idle-paused." }),
+    expiresAt: timestamp().optional().meta({
+      description:
+        "When the box ends, whatever its activity: it is terminated, or paused with onExpiry: Pause. A later time lets it run again.",
+    }),
+    onExpiry: z
+      .enum(["Terminate", "Pause"])
+      .optional()
+      .meta({ description: "What expiresAt does: Terminate (unset) or Pause." }),
     volumeReclaimPolicy: z
       .enum(["Delete", "Retain"])
       .default("Delete")

@@ -66,10 +66,12 @@ export function decideBox(o: BoxObservation): BoxPlan {
   if (o.box.deleting) return teardown(o, "Deleting");
   const effective = effectiveState(activityOf(o), Date.parse(o.now));
   if (effective.desired === "Terminated") {
-    return teardown(o, effective.reason === "LeaseExpired" ? "LeaseExpired" : "Terminated");
+    const reason = effective.reason;
+    return teardown(o, reason === "LeaseExpired" || reason === "Expired" ? reason : "Terminated");
   }
   if (effective.desired === "Paused") {
-    return pause(o, effective.reason === "IdlePaused" ? "IdlePaused" : "Paused");
+    const reason = effective.reason;
+    return pause(o, reason === "IdlePaused" || reason === "Expired" ? reason : "Paused");
   }
   return run(o);
 }
@@ -320,7 +322,7 @@ function adoptClaimed(o: BoxObservation): ObjectAction[] {
     .map(p => ({ type: "adoptPVC" as const, name: p.name, owner: boxOwner(o) }));
 }
 
-function pause(o: BoxObservation, reason: "Paused" | "IdlePaused"): BoxPlan {
+function pause(o: BoxObservation, reason: "Paused" | "IdlePaused" | "Expired"): BoxPlan {
   const prev = o.box.status ?? {};
   const actions: ObjectAction[] = adoptClaimed(o);
   for (const p of o.pods) if (!p.deleting) actions.push({ type: "deletePod", name: p.name });
@@ -328,14 +330,19 @@ function pause(o: BoxObservation, reason: "Paused" | "IdlePaused"): BoxPlan {
   return plan(o, actions, {
     phase: gone ? "Paused" : "Pending",
     reason,
-    message: gone ? "Pod deleted; volumes kept" : "pausing: waiting for the Pod to terminate",
+    message:
+      (reason === "Expired" ? "expired: " : "") +
+      (gone ? "Pod deleted; volumes kept" : "pausing: waiting for the Pod to terminate"),
     rootfsPVCName: prev.rootfsPVCName,
     workspacePVCName: prev.workspacePVCName,
     rootfsGeneration: prev.rootfsGeneration,
   });
 }
 
-function teardown(o: BoxObservation, reason: "Deleting" | "Terminated" | "LeaseExpired"): BoxPlan {
+function teardown(
+  o: BoxObservation,
+  reason: "Deleting" | "Terminated" | "LeaseExpired" | "Expired",
+): BoxPlan {
   const { box } = o;
   const prev = box.status ?? {};
   const retain = box.spec.volumeReclaimPolicy === "Retain";
@@ -361,7 +368,7 @@ function teardown(o: BoxObservation, reason: "Deleting" | "Terminated" | "LeaseE
     phase: podsGone ? "Terminated" : "Pending",
     reason,
     message:
-      (reason === "LeaseExpired" ? "lease expired: " : "") +
+      (reason === "LeaseExpired" ? "lease expired: " : reason === "Expired" ? "expired: " : "") +
       (podsGone ? `Pod deleted${volumesKept}` : "terminating: waiting for the Pod to terminate"),
     ...(retain
       ? {
@@ -438,7 +445,8 @@ function transitionReason(o: BoxObservation, resetting: boolean, initial: boolea
   const startingOver =
     !prev.phase || !prev.reason || PROBLEMS.includes(prev.reason) || prev.reason === "Creating";
   if (startingOver) return o.box.spec.forkFrom && initial ? "ForkCloned" : "Started";
-  if (["Paused", "IdlePaused", "Terminated", "Deleting"].includes(prev.reason!)) return "Resumed";
+  if (["Paused", "IdlePaused", "Expired", "Terminated", "Deleting"].includes(prev.reason!))
+    return "Resumed";
   return prev.reason!;
 }
 

@@ -12,7 +12,7 @@ export const ANNOTATION_LAST_ACTIVITY = "pod.cubeplex.ai/last-activity";
 export type Effective = {
   desired: PodBoxSpec["desiredState"];
   /** Set when the reaper's rules, not the spec, decide. */
-  reason?: "IdlePaused" | "LeaseExpired";
+  reason?: "IdlePaused" | "LeaseExpired" | "Expired";
 };
 
 /** What the idle and lease rules read of a box. */
@@ -62,8 +62,14 @@ export function leaseDeadline(b: ActivityInput): number | undefined {
   return rfc3339Time(b.spec.leaseExpiresAt);
 }
 
+/** When the box expires (epoch ms), if it has an expiry. */
+export function expiryDeadline(b: ActivityInput): number | undefined {
+  return rfc3339Time(b.spec.expiresAt);
+}
+
 /**
- * The reaper's rules, applied at `now`: a box meant to run that is idle past its timeout and has
+ * The reaper's rules, applied at `now`: a box meant to run past its `expiresAt` is terminated, or
+ * paused with `onExpiry: Pause`, whatever its activity or lease (E2B's sandbox timeout); a box meant to run that is idle past its timeout and has
  * no live lease is paused (IdlePaused); a paused box (paused by its spec, or already idle-paused)
  * whose lease has expired is terminated (LeaseExpired), so an idle box whose lease ran out is
  * paused first and terminated on a later pass. New activity (a newer annotation) ends an idle
@@ -72,6 +78,11 @@ export function leaseDeadline(b: ActivityInput): number | undefined {
 export function effectiveState(b: ActivityInput, now: number): Effective {
   const desired = b.spec.desiredState;
   if (desired === "Terminated") return { desired };
+  const expiry = expiryDeadline(b);
+  // A box paused by its spec keeps until it is resumed or ended, as a paused E2B sandbox does.
+  if (desired === "Running" && expiry !== undefined && expiry <= now) {
+    return { desired: b.spec.onExpiry === "Pause" ? "Paused" : "Terminated", reason: "Expired" };
+  }
   const lease = leaseDeadline(b);
   const leaseLive = lease !== undefined && lease > now;
   const leaseExpired = lease !== undefined && lease <= now;
@@ -88,7 +99,7 @@ export function effectiveState(b: ActivityInput, now: number): Effective {
 
 /** The next time (epoch ms) the reaper's rules could change the box's effective state. */
 export function nextDeadline(b: ActivityInput, now: number): number | undefined {
-  const candidates = [idleDeadline(b), leaseDeadline(b)].filter(
+  const candidates = [idleDeadline(b), leaseDeadline(b), expiryDeadline(b)].filter(
     (t): t is number => t !== undefined && t > now,
   );
   return candidates.length > 0 ? Math.min(...candidates) : undefined;

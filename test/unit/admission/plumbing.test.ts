@@ -62,7 +62,7 @@ describe("hardenWebhookConfiguration", () => {
     const others = Object.keys(podBoxSpecSchema.shape).filter(
       f => !(SCHEMA_CHECKED_BOX_FIELDS as readonly string[]).includes(f),
     );
-    expect(others).toEqual(["forkFrom", "volumeKey", "leaseExpiresAt"]);
+    expect(others).toEqual(["forkFrom", "volumeKey", "leaseExpiresAt", "expiresAt"]);
     for (const f of SCHEMA_CHECKED_BOX_FIELDS) expect(podBoxSpecSchema.shape).toHaveProperty(f);
     expect(COMMON_BOX_CREATES_CHECKED_HERE.expression).toContain(
       'object.metadata.name.matches("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")',

@@ -772,6 +772,23 @@ describe("decideBox: idle pause, activity and leases", () => {
     expect(p.status).toMatchObject({ phase: "Terminated", reason: "LeaseExpired" });
     expect(p.status.message).toMatch(/^lease expired: /);
   });
+
+  it("ends an expired box: Expired, its Pod and volumes gone, or paused with onExpiry: Pause", () => {
+    const expired = { expiresAt: "2026-11-30T09:59:00Z" };
+    const ended = decideBox(obs({ spec: expired, status: running(), pvcs: VOLUMES }));
+    expect(types(ended)).toEqual(["deletePVC box-workspace", "deletePVC box-rootfs-g1"]);
+    expect(ended.status).toMatchObject({ phase: "Terminated", reason: "Expired" });
+    expect(ended.status.message).toMatch(/^expired: /);
+    const spec = { ...expired, onExpiry: "Pause" };
+    const paused = decideBox(obs({ spec, status: running(), pvcs: VOLUMES, pods: [pod()] }));
+    expect(types(paused)).toEqual(["deletePod box"]);
+    expect(paused.status).toMatchObject({ phase: "Pending", reason: "Expired" });
+    // A new expiry ahead: it runs again, as a resume.
+    const later = { expiresAt: "2026-11-30T11:00:00Z", onExpiry: "Pause" };
+    const stored = { ...paused.status, phase: "Paused" as const };
+    const resumed = decideBox(obs({ spec: later, status: stored, pvcs: VOLUMES }));
+    expect(types(resumed)).toEqual(["createPod box"]);
+  });
 });
 
 /** A ready standby of pool "pool", as the index hands it to a claim. */

@@ -106,6 +106,27 @@ describe("idle and lease rules", () => {
     });
   });
 
+  it("ends a box at its expiry, whatever its lease or activity: terminated, or paused", () => {
+    const live = { leaseExpiresAt: at(9999), idleTimeoutSeconds: 0 };
+    const ends = box({ ...live, expiresAt: at(60) }, at(0), at(59));
+    expect(effectiveState(ends, T0 + 59_999)).toEqual({ desired: "Running" });
+    expect(effectiveState(ends, T0 + 60_000)).toEqual({ desired: "Terminated", reason: "Expired" });
+    const pauses = box({ ...live, expiresAt: at(60), onExpiry: "Pause" });
+    expect(effectiveState(pauses, T0 + 60_000)).toEqual({ desired: "Paused", reason: "Expired" });
+    // A later expiry (a client's new timeout) lets it run again; a spec's Terminated stays.
+    expect(effectiveState(box({ expiresAt: at(120) }), T0 + 60_000)).toEqual({
+      desired: "Running",
+    });
+    expect(effectiveState(box({ desiredState: "Terminated", expiresAt: at(0) }), T0)).toEqual({
+      desired: "Terminated",
+    });
+    expect(nextDeadline(ends, T0)).toBe(T0 + 60_000);
+    // Paused by its spec, it keeps until resumed.
+    expect(effectiveState(box({ desiredState: "Paused", expiresAt: at(0) }), T0 + 1)).toEqual({
+      desired: "Paused",
+    });
+  });
+
   it("reports the next deadline still ahead", () => {
     const b = box({ idleTimeoutSeconds: 60, leaseExpiresAt: at(30) });
     expect(nextDeadline(b, T0)).toBe(T0 + 30_000);
