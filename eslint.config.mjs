@@ -23,6 +23,7 @@ export default [
       ".cluster",
       "jest.config.js",
       "test/integration/sequencer.js",
+      "test/integration/chalk-stub.js",
     ],
   },
   ...compat.extends("eslint:recommended", "plugin:@typescript-eslint/recommended"),

@@ -21,6 +21,7 @@ module.exports = {
       testMatch: ["<rootDir>/test/integration/**/*.test.ts"],
       transform: { "^.+\\.ts$": tsJest },
       globalSetup: "<rootDir>/test/integration/global-setup.ts",
+      moduleNameMapper: { "^chalk$": "<rootDir>/test/integration/chalk-stub.js" },
       slowTestThreshold: 60,
       setupFilesAfterEnv: ["<rootDir>/test/integration/setup-timeout.ts"],
     },

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `npm run dev`: the control plane and the module, the samples applied, then the module's log
-# until Ctrl-C, which stops everything.
+# `npm run dev`: the control plane, the module and the gateway, the samples applied, an E2B API key
+# for cubepod-demo, then the module's log until Ctrl-C, which stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/cluster/env.sh
@@ -10,6 +10,13 @@ trap 'exit 0' INT TERM
 kubectl apply -f samples/namespace.yaml >/dev/null
 kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples/podbox.yaml
 kubectl apply -f samples/sandbox-pod.yaml
+# An API key of the gateway for cubepod-demo (only its hash is stored), and the podd stand-in that
+# answers for the demo's sandboxes while kwok's Pods run nothing.
+key=e2b_$(openssl rand -hex 20)
+kubectl -n cubepod-demo create secret generic demo-agents --type=pod.cubeplex.ai/api-key \
+  --from-literal=sha256="$(printf %s "$key" | sha256sum | cut -d' ' -f1)" \
+  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+start envd-stand-in npx tsx hack/cluster/envd-stand-in.ts cubepod-demo
 # A session starting again counts as activity, as a gateway would record it: sample boxes the
 # reaper paused while nobody used them (idleTimeoutSeconds) resume. Metadata only: no webhook call.
 kubectl -n cubepod-demo annotate pbox --all --overwrite \
@@ -24,6 +31,19 @@ echo
 echo "The module's log follows (Ctrl-C stops everything). In another shell:"
 echo "  export KUBECONFIG=$KUBECONFIG_FILE PATH=$CUBEPOD_BIN:\$PATH"
 echo "  kubectl -n cubepod-demo get ptpl,pwp,pbox,pods,pvc"
+echo
+echo "Agents use the sandboxes through the gateway with E2B's SDK (npm install e2b):"
+echo "  export E2B_API_URL=http://127.0.0.1:${CUBEPOD_GATEWAY_PORT:-8080} E2B_SANDBOX_URL=http://127.0.0.1:${CUBEPOD_GATEWAY_PORT:-8080} E2B_API_KEY=$key"
+cat <<'JS'
+  cat > demo.mjs <<'EOF'
+  import { Sandbox } from "e2b";
+  const sbx = await Sandbox.create("python"); // claimed from the sample's warm pool
+  console.log((await sbx.commands.run("echo hello from CubePod")).stdout);
+  console.log(await sbx.getInfo());
+  await sbx.kill();
+  EOF
+  node demo.mjs
+JS
 echo
 tail -n 20 -F "$LOGS/module.log" &
 wait $!

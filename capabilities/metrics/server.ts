@@ -1,19 +1,21 @@
 import { createServer, Server } from "node:http";
-import { collectDefaultMetrics } from "prom-client";
-import { registry } from "./registry";
+import { collectDefaultMetrics, Registry } from "prom-client";
+import { registry as moduleRegistry } from "./registry";
 
 /** What /healthz reports: healthy, or why not. */
 export type HealthCheck = () => Promise<{ ok: boolean; detail: string }>;
 
 /**
  * Serves /metrics (Prometheus text) and /healthz over plain HTTP (CEP-0008), on the port and
- * address of the configuration. `before` fills the gauges read from caches at scrape time.
+ * address of the configuration. `before` fills the gauges read from caches at scrape time. The
+ * module's registry unless another (the gateway's) is given.
  */
 export function startMetricsServer(
   health: HealthCheck,
   before: () => void,
   port: number,
   host: string,
+  registry: Registry = moduleRegistry,
 ): Server {
   // The process's own figures (resident memory, V8 heap, event-loop lag), as any operator has.
   collectDefaultMetrics({ register: registry });

@@ -3,6 +3,8 @@
 # configurations. --purge also deletes the cluster's data (etcd, certificates, kubeconfig).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
+stop envd-stand-in TERM 20
+bash "$here/gateway.sh" stop || true
 bash "$here/module.sh" stop || true
 for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   stop "$name" TERM 100

@@ -66,6 +66,7 @@ wait_for "node $NODE_NAME" 60 sh -c "kubectl get node $NODE_NAME -o jsonpath='{.
   || die "kwok did not make $NODE_NAME Ready: see $LOGS/kwok.log"
 
 if [ "$with_module" = 1 ]; then bash "$here/module.sh" start; fi
+bash "$here/gateway.sh" start
 
 log "control plane up (Kubernetes $K8S_VERSION). To use it:"
 echo "export KUBECONFIG=$KUBECONFIG_FILE PATH=$CUBEPOD_BIN:\$PATH"

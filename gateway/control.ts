@@ -1,0 +1,341 @@
+import { request } from "undici";
+import type { z } from "zod";
+import { API_VERSION } from "../capabilities/api/common";
+import type { CubePodTemplate, PodBox, PodWarmPool } from "../capabilities/api/kinds";
+import { KubeError, type ApiClient } from "../capabilities/client/api-client";
+import { paths } from "../capabilities/client/paths";
+import { kubeTime } from "../capabilities/kit/conditions";
+import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
+import type { GatewayConfig } from "./config";
+import {
+  accessToken,
+  ANNOTATION_METADATA,
+  ANNOTATION_TEMPLATE,
+  ApiError,
+  connectSchema,
+  forkSchema,
+  DEFAULT_TIMEOUT_SECONDS,
+  ended,
+  invalidBody,
+  listedSandbox,
+  matchesMetadata,
+  metadataFilter,
+  newSandboxId,
+  newSandboxSchema,
+  notFound,
+  sandbox,
+  stateOf,
+  timeoutSchema,
+} from "./e2b";
+import type { SandboxIndex } from "./sandboxes";
+
+/** What a handler answers: a status and a JSON body (none for 204), and extra headers. */
+export type Answer = { status: number; body?: unknown; headers?: Record<string, string> };
+
+const endAt = (seconds: number) => new Date(Date.now() + seconds * 1000).toISOString();
+const running = (b: PodBox | undefined) =>
+  b?.status?.phase === "Running" && Boolean(b.status.poddURL);
+
+/**
+ * E2B's control API over PodBoxes, for one tenant: every handler acts in the namespace the
+ * request's API key names, and a sandbox of another namespace does not exist for it (404).
+ */
+export class ControlApi {
+  constructor(
+    private readonly client: ApiClient,
+    private readonly boxes: SandboxIndex,
+    private readonly config: GatewayConfig,
+  ) {}
+
+  /** `POST /sandboxes`, `POST /v2/sandboxes`. */
+  async create(ns: string, body: unknown): Promise<Answer> {
+    const input = parse(newSandboxSchema, body);
+    const templateID = input.templateID;
+    const template = await this.client.get<CubePodTemplate>(paths.podTemplates(ns, templateID));
+    if (!template) {
+      throw new ApiError(
+        400,
+        `template "${templateID}": no PodTemplate of that name in your namespace`,
+      );
+    }
+    const pools = await this.client.list<PodWarmPool>(paths.podWarmPools(ns));
+    const pool = pools
+      .filter(p => p.spec?.templateRef === templateID && !p.metadata?.deletionTimestamp)
+      .map(p => p.metadata!.name!)
+      .sort()[0];
+    const spec: Record<string, string> = pool ? { warmPoolRef: pool } : { templateRef: templateID };
+    const annotations = {
+      [ANNOTATION_TEMPLATE]: templateID,
+      [ANNOTATION_METADATA]: JSON.stringify(input.metadata ?? {}),
+    };
+    const started = await this.#make(ns, spec, annotations, input, input.envVars ?? {});
+    return { status: 201, body: started };
+  }
+
+  /**
+   * `POST /sandboxes/{id}/fork` (`{timeout, count: 1-20}`): `count` new sandboxes whose boxes fork
+   * the parent's two volumes (`forkFrom`), each answered as `{sandbox}` or `{error}`. E2B forks
+   * memory too; CubePod forks the rootfs and the workspace, and starts each fork's daemon anew.
+   */
+  async fork(ns: string, id: string, body: unknown): Promise<Answer> {
+    const input = parse(forkSchema, body ?? {});
+    const parent = this.#own(ns, id);
+    const templateID =
+      parent.spec?.templateRef ??
+      parent.status?.templateName ??
+      parent.metadata?.annotations?.[ANNOTATION_TEMPLATE];
+    if (!templateID) throw new ApiError(409, `sandbox "${id}" has no template to fork with yet`);
+    const annotations = {
+      [ANNOTATION_TEMPLATE]: parent.metadata?.annotations?.[ANNOTATION_TEMPLATE] ?? templateID,
+      [ANNOTATION_METADATA]: parent.metadata?.annotations?.[ANNOTATION_METADATA] ?? "{}",
+    };
+    const forks = await Promise.all(
+      Array.from({ length: input.count ?? 1 }, () =>
+        this.#make(ns, { templateRef: templateID, forkFrom: id }, annotations, input, {}).then(
+          sandbox => ({ sandbox }),
+          e => ({ error: (e instanceof ApiError ? e : new ApiError(500, String(e))).body() }),
+        ),
+      ),
+    );
+    return { status: 201, body: forks };
+  }
+
+  /**
+   * Creates a sandbox's box and waits until it serves ({@link #start}); one that does not start
+   * leaves nothing behind: its box, Pod and volumes go. The timeout is the box's own
+   * (`spec.expiresAt`): the operator ends or pauses it with no gateway running.
+   */
+  async #make(
+    ns: string,
+    spec: Record<string, string>,
+    annotations: Record<string, string>,
+    lifetime: { timeout?: number; autoPause?: boolean },
+    envVars: Record<string, string>,
+  ) {
+    const id = newSandboxId();
+    const box = {
+      apiVersion: API_VERSION,
+      kind: "PodBox",
+      metadata: { name: id, annotations },
+      spec: {
+        ...spec,
+        expiresAt: endAt(lifetime.timeout ?? DEFAULT_TIMEOUT_SECONDS),
+        ...(lifetime.autoPause ? { onExpiry: "Pause" } : {}),
+      },
+    };
+    await this.client.create(paths.podBoxes(ns), box);
+    try {
+      return await this.#start(ns, id, envVars);
+    } catch (e) {
+      await this.client.delete(paths.podBoxes(ns, id)).catch(() => undefined);
+      throw e;
+    }
+  }
+
+  /** `POST /sandboxes/{id}/connect` (v1, v2, and the older `/resume`). */
+  async connect(ns: string, id: string, body: unknown): Promise<Answer> {
+    const input = parse(connectSchema, body ?? {});
+    const box = this.#own(ns, id);
+    if (running(box) && stateOf(box) === "running") {
+      // A connect only ever lengthens a running sandbox's life.
+      if (input.timeout !== undefined && endAt(input.timeout) > (box.spec?.expiresAt ?? "")) {
+        await this.#setEnd(ns, id, input.timeout);
+      }
+      return {
+        status: 200,
+        body: sandbox(box, accessToken(this.config.tokenKey, box), this.config.domain),
+      };
+    }
+    // Resume: the spec says run, with a new expiry, and (for a box the reaper paused) new
+    // activity says so too.
+    await this.client.mergePatch(paths.podBoxes(ns, id), {
+      metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()) } },
+      spec: { desiredState: "Running", expiresAt: endAt(input.timeout ?? DEFAULT_TIMEOUT_SECONDS) },
+    });
+    return { status: 201, body: await this.#start(ns, id, {}) };
+  }
+
+  /** `POST /sandboxes/{id}/pause`: 204 once paused; 409 when it already is. */
+  async pause(ns: string, id: string): Promise<Answer> {
+    const box = this.#own(ns, id);
+    if (stateOf(box) === "paused") {
+      throw new ApiError(409, `Error pausing sandbox - sandbox '${id}' is already paused`);
+    }
+    await this.client.mergePatch(paths.podBoxes(ns, id), { spec: { desiredState: "Paused" } });
+    await this.boxes.waitFor(
+      ns,
+      id,
+      b => !b || b.status?.phase === "Paused",
+      this.config.startTimeoutMs,
+    );
+    return { status: 204 };
+  }
+
+  /** `DELETE /sandboxes/{id}`: the box and (its reclaim policy being Delete) its volumes. */
+  async kill(ns: string, id: string): Promise<Answer> {
+    this.#own(ns, id);
+    try {
+      await this.client.delete(paths.podBoxes(ns, id));
+    } catch (e) {
+      if (e instanceof KubeError && e.status === 404) throw notFound(id);
+      throw e;
+    }
+    return { status: 204 };
+  }
+
+  /** `POST /sandboxes/{id}/timeout`. */
+  async setTimeout(ns: string, id: string, body: unknown): Promise<Answer> {
+    const input = parse(timeoutSchema, body);
+    this.#own(ns, id);
+    await this.#setEnd(ns, id, input.timeout);
+    return { status: 204 };
+  }
+
+  /** `GET /sandboxes/{id}`. */
+  info(ns: string, id: string): Answer {
+    const box = this.#own(ns, id);
+    return {
+      status: 200,
+      body: {
+        ...listedSandbox(box),
+        envdAccessToken: accessToken(this.config.tokenKey, box),
+        domain: this.config.domain,
+        lifecycle: {
+          onTimeout: box.spec?.onExpiry === "Pause" ? "pause" : "kill",
+          autoResume: false,
+        },
+      },
+    };
+  }
+
+  /** `GET /sandboxes/{id}/metrics`: CubePod reports none yet. */
+  metrics(ns: string, id: string): Answer {
+    this.#own(ns, id);
+    return { status: 200, body: [] };
+  }
+
+  /**
+   * `GET /sandboxes` and `GET /v2/sandboxes`: the namespace's sandboxes, oldest first, filtered by
+   * state and metadata, `limit` at a time (at most 100); `X-Next-Token` names where the next page
+   * starts.
+   */
+  list(ns: string, query: URLSearchParams, v2: boolean): Answer {
+    const states = (query.get("state") ?? (v2 ? "running,paused" : "running")).split(",");
+    const filter = metadataFilter(query.get("metadata"));
+    const limitRaw = query.get("limit") ?? "100";
+    const limit = /^\d+$/.test(limitRaw) ? Number(limitRaw) : NaN;
+    if (!(limit >= 1 && limit <= 100)) {
+      throw new ApiError(400, `limit: expected an integer from 1 to 100, got "${limitRaw}"`);
+    }
+    const order = (b: PodBox) =>
+      `${new Date(b.metadata?.creationTimestamp ?? 0).toISOString()}/${b.metadata?.name}`;
+    const all = this.boxes
+      .inNamespace(ns)
+      .filter(b => !ended(b))
+      .filter(b => states.includes(stateOf(b)) && matchesMetadata(b, filter))
+      .sort((a, b) => order(a).localeCompare(order(b)));
+    const after = query.get("nextToken");
+    const from = after
+      ? all.findIndex(b => order(b) > Buffer.from(after, "base64url").toString())
+      : 0;
+    const page = from < 0 ? [] : all.slice(from, from + limit);
+    const more = from >= 0 && from + limit < all.length;
+    return {
+      status: 200,
+      body: page.map(listedSandbox),
+      headers: more
+        ? { "X-Next-Token": Buffer.from(order(page[page.length - 1])).toString("base64url") }
+        : {},
+    };
+  }
+
+  /** The box of that ID in the key's namespace, as the watch last showed it; else 404. */
+  #own(ns: string, id: string): PodBox {
+    const box = this.boxes.get(ns, id);
+    if (!box || ended(box)) throw notFound(id);
+    return box;
+  }
+
+  /**
+   * Sets the box's expiry, and returns once the watch shows the write, so that the caller's next
+   * read (a getInfo) sees it: every answer comes from the watch-fed cache.
+   */
+  async #setEnd(ns: string, id: string, seconds: number): Promise<void> {
+    const written = await this.client.mergePatch<PodBox>(paths.podBoxes(ns, id), {
+      spec: { expiresAt: endAt(seconds) },
+    });
+    const version = BigInt(written.metadata?.resourceVersion ?? "0");
+    await this.boxes
+      .waitFor(ns, id, b => !b || BigInt(b.metadata?.resourceVersion ?? "0") >= version, 5000)
+      .catch(() => undefined);
+  }
+
+  /**
+   * Waits (on the box's watch events) until the box runs, then until its daemon answers
+   * `GET /health`, then hands it its environment and access token (`POST /init`), as E2B's
+   * orchestrator does; answers the `Sandbox` the SDK gets.
+   */
+  async #start(ns: string, id: string, envVars: Record<string, string>) {
+    const deadline = Date.now() + this.config.startTimeoutMs;
+    let box: PodBox | undefined;
+    try {
+      box = await this.boxes.waitFor(
+        ns,
+        id,
+        b => b !== undefined && (running(b) || b.status?.phase === "Failed"),
+        this.config.startTimeoutMs,
+      );
+    } catch {
+      throw new ApiError(
+        504,
+        `sandbox "${id}" did not start in ${this.config.startTimeoutMs / 1000} s`,
+      );
+    }
+    if (!box || box.status?.phase === "Failed") {
+      throw new ApiError(
+        500,
+        `sandbox "${id}" failed to start: ${box?.status?.message ?? box?.status?.reason}`,
+      );
+    }
+    const url = box.status!.poddURL!;
+    while (!(await healthy(url))) {
+      if (Date.now() > deadline) {
+        throw new ApiError(
+          504,
+          `sandbox "${id}" runs, but its daemon did not answer ${url}/health`,
+        );
+      }
+      await new Promise(r => setTimeout(r, 100));
+    }
+    const token = accessToken(this.config.tokenKey, box);
+    const init = await request(`${url}/init`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ envVars, accessToken: token, timestamp: new Date().toISOString() }),
+    });
+    await init.body.dump();
+    if (init.statusCode >= 300) {
+      throw new ApiError(
+        502,
+        `sandbox "${id}": its daemon refused /init (HTTP ${init.statusCode})`,
+      );
+    }
+    return sandbox(box, token, this.config.domain);
+  }
+}
+
+async function healthy(url: string): Promise<boolean> {
+  try {
+    const res = await request(`${url}/health`, { headersTimeout: 2000, bodyTimeout: 2000 });
+    await res.body.dump();
+    return res.statusCode < 300;
+  } catch {
+    return false;
+  }
+}
+
+function parse<S extends z.ZodType>(schema: S, body: unknown): z.infer<S> {
+  const parsed = schema.safeParse(body);
+  if (!parsed.success) throw invalidBody(parsed.error);
+  return parsed.data;
+}

@@ -1,0 +1,164 @@
+import { createHmac, randomBytes } from "node:crypto";
+import { z } from "zod";
+import { GROUP } from "../capabilities/api/common";
+import type { PodBox } from "../capabilities/api/kinds";
+
+/**
+ * E2B's wire format, as the SDKs use it (../shared/notes/e2b.md): request bodies, the sandbox
+ * objects the API answers with, and its errors. Pure.
+ */
+
+/** The client ID E2B's API reports for every sandbox (deprecated, still required by the schema). */
+export const CLIENT_ID = "6532622b";
+/** The envd API level podd implements: the SDK picks its behaviour by this version. */
+export const ENVD_VERSION = "0.5.7";
+/** E2B's default sandbox lifetime, when a create gives no `timeout`. */
+export const DEFAULT_TIMEOUT_SECONDS = 300;
+
+/** Where the gateway keeps E2B's facts about a sandbox on its PodBox (metadata, never spec). */
+export const ANNOTATION_METADATA = `${GROUP}/sandbox-metadata`;
+export const ANNOTATION_TEMPLATE = `${GROUP}/sandbox-template`;
+
+/** A sandbox ID as E2B writes them: lowercase letters and digits. */
+export const SANDBOX_ID = /^[a-z0-9]+$/;
+
+/** A new sandbox ID: a letter, then 19 letters or digits (about 98 bits of randomness). */
+export function newSandboxId(): string {
+  const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789";
+  const bytes = randomBytes(20);
+  return [...bytes].map((b, i) => alphabet[b % (i === 0 ? 26 : 36)]).join("");
+}
+
+/**
+ * The ID a request names: E2B also accepts `<id>-<clientID>`. Undefined when it is not an ID.
+ */
+export function sandboxIdOf(raw: string): string | undefined {
+  const id = raw.split("-")[0];
+  return SANDBOX_ID.test(id) && id.length <= 63 ? id : undefined;
+}
+
+/**
+ * A sandbox's access token, derived from the gateway's key and the box's identity (its UID
+ * included, so that a box made again under the same name gets a new one): every replica derives
+ * the same, and none is stored.
+ */
+export function accessToken(key: string, box: PodBox): string {
+  const { namespace, name, uid } = box.metadata ?? {};
+  return createHmac("sha256", key).update(`${namespace}/${name}/${uid}`).digest("hex");
+}
+
+const stringMap = z.record(z.string(), z.string());
+const seconds = z.int().min(0).max(31_536_000);
+
+/** `NewSandbox` (v1) and `NewSandboxV2`: the fields CubePod acts on; others are accepted. */
+export const newSandboxSchema = z.looseObject({
+  templateID: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, {
+    error: "must name a PodTemplate in your namespace",
+  }),
+  timeout: seconds.optional(),
+  metadata: stringMap.optional(),
+  envVars: stringMap.optional(),
+  autoPause: z.boolean().optional(),
+});
+export const connectSchema = z.looseObject({ timeout: seconds.optional() });
+export const forkSchema = z.looseObject({
+  timeout: seconds.optional(),
+  count: z.int().min(1).max(20).optional(),
+});
+export const timeoutSchema = z.looseObject({ timeout: seconds });
+
+/** An E2B error: the SDK reads `code` from the body, so it always equals the HTTP status. */
+export class ApiError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+  ) {
+    super(message);
+  }
+  body() {
+    return { code: this.code, message: this.message };
+  }
+}
+
+export const notFound = (id: string) =>
+  new ApiError(404, `Sandbox "${id}" doesn't exist or you don't have access to it`);
+
+/** The zod error of a body, as one line naming each field. */
+export function invalidBody(error: z.ZodError): ApiError {
+  const fields = error.issues.map(i => `${i.path.join(".") || "body"}: ${i.message}`);
+  return new ApiError(400, `invalid request body: ${fields.join("; ")}`);
+}
+
+/** E2B's two states: a box that is paused, or meant to be, is paused; any other runs. */
+export function stateOf(box: PodBox): "running" | "paused" {
+  return box.status?.phase === "Paused" || box.spec?.desiredState === "Paused"
+    ? "paused"
+    : "running";
+}
+
+function metadataOf(box: PodBox): Record<string, string> {
+  try {
+    const parsed = stringMap.safeParse(
+      JSON.parse(box.metadata?.annotations?.[ANNOTATION_METADATA] ?? "{}"),
+    );
+    return parsed.success ? parsed.data : {};
+  } catch {
+    return {};
+  }
+}
+
+const iso = (t: unknown) => new Date(t as string).toISOString();
+
+/** True for a box that ended (terminated by its spec or its expiry): no sandbox any more. */
+export function ended(box: PodBox): boolean {
+  return (
+    Boolean(box.metadata?.deletionTimestamp) ||
+    box.spec?.desiredState === "Terminated" ||
+    box.status?.phase === "Terminated" ||
+    (box.status?.reason === "Expired" && box.spec?.onExpiry !== "Pause" && !!box.status)
+  );
+}
+
+/** The fields `ListedSandbox` and `SandboxDetail` share. */
+export function listedSandbox(box: PodBox) {
+  const started = box.metadata?.creationTimestamp ?? new Date();
+  const endAt =
+    box.spec?.expiresAt ??
+    new Date(new Date(started).getTime() + DEFAULT_TIMEOUT_SECONDS * 1000).toISOString();
+  return {
+    sandboxID: box.metadata!.name!,
+    templateID: box.metadata?.annotations?.[ANNOTATION_TEMPLATE] ?? box.spec?.templateRef ?? "",
+    clientID: CLIENT_ID,
+    startedAt: iso(started),
+    endAt: iso(endAt),
+    state: stateOf(box),
+    metadata: metadataOf(box),
+    cpuCount: 0,
+    memoryMB: 0,
+    diskSizeMB: 0,
+    envdVersion: ENVD_VERSION,
+  };
+}
+
+/** `Sandbox`: what a create or connect answers. */
+export function sandbox(box: PodBox, token: string, domain: string) {
+  return {
+    sandboxID: box.metadata!.name!,
+    templateID: box.metadata?.annotations?.[ANNOTATION_TEMPLATE] ?? box.spec?.templateRef ?? "",
+    clientID: CLIENT_ID,
+    envdVersion: ENVD_VERSION,
+    envdAccessToken: token,
+    domain,
+  };
+}
+
+/** The `metadata` filter of a list: `k=v&k2=v2`, URL-encoded as one query parameter. */
+export function metadataFilter(raw: string | null): Record<string, string> {
+  return raw ? Object.fromEntries(new URLSearchParams(raw)) : {};
+}
+
+/** True when the box's metadata holds every pair of the filter. */
+export function matchesMetadata(box: PodBox, filter: Record<string, string>): boolean {
+  const m = metadataOf(box);
+  return Object.entries(filter).every(([k, v]) => m[k] === v);
+}

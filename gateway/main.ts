@@ -1,0 +1,78 @@
+/**
+ * The CubePod gateway: E2B's API for sandboxes, and live routing of their traffic. Stateless:
+ * every fact it needs comes from the API server (PodBoxes, API-key Secrets) through watches, so
+ * any number of replicas serve the same sandboxes. It never talks to the module.
+ */
+import { ApiClient } from "../capabilities/client/api-client";
+import { defaultCredentials } from "../capabilities/client/kubeconfig";
+import { ConfigError } from "../capabilities/config";
+import type { PodBox } from "../capabilities/api/kinds";
+import { GROUP_PATH } from "./paths";
+import { loadGatewayConfig } from "./config";
+import { ControlApi } from "./control";
+import { Informer } from "./informer";
+import { API_KEY_SECRET_TYPE, KeyIndex } from "./keys";
+import { SandboxProxy } from "./proxy";
+import { SandboxIndex } from "./sandboxes";
+import { gatewayRegistry } from "./metrics";
+import { startMetricsServer } from "../capabilities/metrics/server";
+import { gatewayServer } from "./server";
+
+async function main(): Promise<void> {
+  let config;
+  try {
+    config = loadGatewayConfig();
+  } catch (e) {
+    if (e instanceof ConfigError) {
+      console.error(`cubepod-gateway: ${e.message}`);
+      process.exit(2);
+    }
+    throw e;
+  }
+  const client = new ApiClient(30_000, defaultCredentials, "cubepod-gateway");
+  const keys = new KeyIndex();
+  const boxes = new SandboxIndex();
+  const informers = [
+    new Informer<PodBox>(defaultCredentials, `${GROUP_PATH}/podboxes`, {}, (b, d) =>
+      boxes.observe(b, d),
+    ),
+    new Informer(
+      defaultCredentials,
+      "/api/v1/secrets",
+      { fieldSelector: `type=${API_KEY_SECRET_TYPE}` },
+      (s, d) => keys.observe(s, d),
+    ),
+  ];
+  await Promise.all(informers.map(i => i.start()));
+  const proxy = new SandboxProxy(boxes, client, config);
+  const server = gatewayServer(config, keys, new ControlApi(client, boxes, config), proxy);
+  const metrics = startMetricsServer(
+    // Healthy while the API server answers: the watches then keep the caches current.
+    async () =>
+      client.ready().then(
+        () => ({ ok: true, detail: "API server ready" }),
+        e => ({ ok: false, detail: String(e) }),
+      ),
+    () => undefined,
+    config.metricsPort,
+    config.host,
+    gatewayRegistry,
+  );
+  server.listen(config.port, config.host, () =>
+    console.log(`cubepod-gateway listening on http://${config.host}:${config.port}`),
+  );
+  const stop = () => {
+    informers.forEach(i => i.stop());
+    proxy.close();
+    metrics.close();
+    server.close(() => process.exit(0));
+    server.closeAllConnections();
+  };
+  process.on("SIGTERM", stop);
+  process.on("SIGINT", stop);
+}
+
+void main().catch(e => {
+  console.error(`cubepod-gateway: ${e instanceof Error ? e.message : String(e)}`);
+  process.exit(1);
+});

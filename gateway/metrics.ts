@@ -1,0 +1,25 @@
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** The gateway's own metrics, served on their own port (`CUBEPOD_GATEWAY_METRICS_PORT`). */
+export const gatewayRegistry = new Registry();
+
+export const requests = new Counter({
+  name: "cubepod_gateway_requests_total",
+  help: "Requests answered, by route (a control API call, or proxy) and HTTP status",
+  labelNames: ["route", "code"] as const,
+  registers: [gatewayRegistry],
+});
+
+export const requestDuration = new Histogram({
+  name: "cubepod_gateway_request_duration_seconds",
+  help: "Time to the answer's headers, by route (for proxy: the sandbox's own time included)",
+  labelNames: ["route"] as const,
+  buckets: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+  registers: [gatewayRegistry],
+});
+
+export const proxiedConnections = new Gauge({
+  name: "cubepod_gateway_proxied_connections",
+  help: "Requests and WebSockets being streamed to sandboxes now",
+  registers: [gatewayRegistry],
+});

@@ -1,0 +1,114 @@
+import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
+import { Kube, paths } from "./kube";
+
+/** What one sandbox's stand-in was told by the gateway's `/init`. */
+export type Init = { envVars: Record<string, string>; accessToken: string };
+
+/** A user port of every stand-in: answers with what it received, as JSON. */
+export const ECHO_PORT = 8000;
+
+/**
+ * A stand-in for podd while sandboxes run on kwok, which runs no containers (the tests, and the
+ * demo of `npm run dev`): it plays each sandbox's daemon (E2B's envd) on its Pod's loopback IP: `GET /health`, `POST /init`, and Connect's `process.Process/Start` (server
+ * streaming, JSON) enough for the SDK's `commands.run`, checking `X-Access-Token` as envd does;
+ * plus an echo server on {@link ECHO_PORT}. It follows the Pods of the namespaces it is given.
+ */
+export class EnvdStandIn {
+  readonly inits = new Map<string, Init>();
+  readonly #servers = new Map<string, Server[]>();
+  #timer?: NodeJS.Timeout;
+  #stopped = false;
+
+  constructor(
+    private readonly kube: Kube,
+    private readonly namespaces: string[],
+  ) {}
+
+  start(): void {
+    const tick = async () => {
+      try {
+        for (const ns of this.namespaces) {
+          const r = await this.kube.get(paths.pods(ns));
+          for (const pod of r.body.items ?? []) {
+            const ip = pod.status?.podIP;
+            if (ip && !this.#servers.has(ip)) this.#serve(ip);
+          }
+        }
+      } catch {
+        // The next tick reads again (the API server may be restarting).
+      }
+      if (!this.#stopped) this.#timer = setTimeout(() => void tick(), 100);
+    };
+    void tick();
+  }
+
+  stop(): void {
+    this.#stopped = true;
+    clearTimeout(this.#timer);
+    for (const servers of this.#servers.values()) for (const s of servers) s.close();
+  }
+
+  #serve(ip: string): void {
+    const envd = createServer((req, res) => void this.#envd(ip, req, res));
+    const echo = createServer(async (req, res) => {
+      const body = (await bytes(req)).toString();
+      res.writeHead(200, { "Content-Type": "application/json" });
+      res.end(JSON.stringify({ ip, method: req.method, url: req.url, body, headers: req.headers }));
+    });
+    envd.listen(49983, ip);
+    echo.listen(ECHO_PORT, ip);
+    this.#servers.set(ip, [envd, echo]);
+  }
+
+  async #envd(ip: string, req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const body = await bytes(req);
+    const path = (req.url ?? "/").split("?")[0];
+    if (req.method === "GET" && path === "/health") return void res.writeHead(204).end();
+    if (req.method === "POST" && path === "/init") {
+      this.inits.set(ip, JSON.parse(body.toString()) as Init);
+      return void res.writeHead(204).end();
+    }
+    if (req.headers["x-access-token"] !== this.inits.get(ip)?.accessToken) {
+      res.writeHead(401, { "Content-Type": "application/json" });
+      return void res.end(JSON.stringify({ code: 16, message: "unauthenticated" }));
+    }
+    if (req.method === "POST" && path === "/process.Process/Start") {
+      const request = JSON.parse(unframe(body)) as {
+        process: { args?: string[] };
+      };
+      const cmd = request.process.args?.at(-1) ?? "";
+      res.writeHead(200, { "Content-Type": "application/connect+json" });
+      res.write(frame({ event: { start: { pid: 7 } } }));
+      // `pause N; echo X`: a quiet gap of N ms before the output, as a long command has.
+      const gap = /^pause (\d+); /.exec(cmd);
+      if (gap) await new Promise(r => setTimeout(r, Number(gap[1])));
+      const out = cmd.replace(/^pause \d+; /, "").replace(/^echo /, "");
+      res.write(frame({ event: { data: { stdout: Buffer.from(`${out}\n`).toString("base64") } } }));
+      res.write(frame({ event: { end: { exitCode: 0, exited: true, status: "exit status 0" } } }));
+      return void res.end(frame({}, 0x02));
+    }
+    res.writeHead(404, { "Content-Type": "application/json" });
+    res.end(JSON.stringify({ code: 404, message: `stand-in has no ${path}` }));
+  }
+}
+
+function bytes(req: IncomingMessage): Promise<Buffer> {
+  return new Promise(resolve => {
+    const chunks: Buffer[] = [];
+    req.on("data", c => chunks.push(c as Buffer));
+    req.on("end", () => resolve(Buffer.concat(chunks)));
+  });
+}
+
+/** A Connect envelope: flags, big-endian length, JSON. */
+function frame(message: unknown, flags = 0): Buffer {
+  const json = Buffer.from(JSON.stringify(message));
+  const head = Buffer.alloc(5);
+  head.writeUInt8(flags, 0);
+  head.writeUInt32BE(json.length, 1);
+  return Buffer.concat([head, json]);
+}
+
+function unframe(buf: Buffer): string {
+  return buf.subarray(5, 5 + buf.readUInt32BE(1)).toString("utf8");
+}

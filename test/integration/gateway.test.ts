@@ -1,0 +1,395 @@
+import { execFile, execFileSync, spawn } from "node:child_process";
+import { readFileSync } from "node:fs";
+import { createHash, randomBytes } from "node:crypto";
+import { request as httpRequest } from "node:http";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { AuthenticationError, Sandbox, SandboxNotFoundError } from "e2b";
+import { cluster, CLUSTER_DIR, Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
+import { podTemplate } from "../../hack/lib/objects";
+import { ECHO_PORT, EnvdStandIn } from "../../hack/lib/envd-stand-in";
+
+/*
+ * The gateway (started by `npm run up` on 127.0.0.1:8080) driven by the real E2B JS SDK, as an
+ * agent would: two tenants with their own API keys, sandboxes on a warm pool and cold, traffic
+ * routed to a stand-in for each sandbox's daemon.
+ */
+
+const execFileAsync = promisify(execFile);
+const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
+const DOMAIN = "cubepod.localhost";
+const kube = new Kube();
+let nsA: string;
+let nsB: string;
+let standIn: EnvdStandIn;
+const keyA = `e2b_${randomBytes(20).toString("hex")}`;
+const keyB = `e2b_${randomBytes(20).toString("hex")}`;
+const as = (apiKey: string) => ({ apiKey, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: DOMAIN });
+
+async function apiKey(ns: string, key: string) {
+  await kube.mustCreate(`/api/v1/namespaces/${ns}/secrets`, {
+    metadata: { name: "agents" },
+    type: "pod.cubeplex.ai/api-key",
+    stringData: { sha256: createHash("sha256").update(key).digest("hex") },
+  });
+}
+
+/** One raw HTTP request to the gateway, so that tests control every header (Host included). */
+function raw(
+  method: string,
+  path: string,
+  headers: Record<string, string>,
+  body?: string | Buffer,
+): Promise<{ status: number; body: Obj; headers: Obj }> {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(`${GATEWAY}${path}`, { method, headers }, res => {
+      const chunks: Buffer[] = [];
+      res.on("data", c => chunks.push(c as Buffer));
+      res.on("end", () => {
+        const text = Buffer.concat(chunks).toString();
+        resolve({
+          status: res.statusCode ?? 0,
+          body: text ? JSON.parse(text) : {},
+          headers: res.headers,
+        });
+      });
+    });
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
+beforeAll(async () => {
+  nsA = await kube.namespace("it-gw-a");
+  nsB = await kube.namespace("it-gw-b");
+  for (const ns of [nsA, nsB]) {
+    await kube.mustCreate(paths.podtemplates(ns), podTemplate("base"));
+    await kube.mustCreate(paths.podtemplates(ns), podTemplate("cold"));
+  }
+  await kube.mustCreate(paths.podwarmpools(nsA), {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodWarmPool",
+    metadata: { name: "base" },
+    spec: { templateRef: "base", replicas: 2 },
+  });
+  await kube.waitFor(paths.podwarmpools(nsA, "base"), o => o?.status?.readyReplicas === 2);
+  await apiKey(nsA, keyA);
+  await apiKey(nsB, keyB);
+  standIn = new EnvdStandIn(kube, [nsA, nsB]);
+  standIn.start();
+});
+afterAll(async () => {
+  standIn.stop();
+  for (const ns of [nsA, nsB]) await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+describe("the E2B SDK against the gateway", () => {
+  it("creates a sandbox from a warm pool, runs a command in it, and kills it", async () => {
+    const sbx = await Sandbox.create("base", {
+      ...as(keyA),
+      envs: { GREETING: "hello" },
+      metadata: { agent: "a1" },
+    });
+    expect(sbx.sandboxId).toMatch(/^[a-z][a-z0-9]{19}$/);
+    const box = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body;
+    expect(box.spec).toEqual(expect.objectContaining({ warmPoolRef: "base" }));
+    expect(box.status).toMatchObject({ phase: "Running", reason: "WarmPoolClaimed" });
+    // The daemon got the envVars and the access token the SDK holds.
+    const init = standIn.inits.get(box.status.podIP)!;
+    expect(init.envVars).toEqual({ GREETING: "hello" });
+    const result = await sbx.commands.run("echo routed");
+    expect(result.stdout).toBe("routed\n");
+    const info = await sbx.getInfo();
+    expect(info).toMatchObject({ sandboxId: sbx.sandboxId, templateId: "base", state: "running" });
+    expect(info.metadata).toEqual({ agent: "a1" });
+    expect(await sbx.kill()).toBe(true);
+    await kube.waitFor(paths.podboxes(nsA, sbx.sandboxId), o => o === undefined);
+    expect(await Sandbox.kill(sbx.sandboxId, as(keyA))).toBe(false);
+  });
+
+  it("starts cold from a template with no pool, and streams output after a quiet gap", async () => {
+    const sbx = await Sandbox.create("cold", as(keyA));
+    const box = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body;
+    expect(box.spec).toEqual(expect.objectContaining({ templateRef: "cold" }));
+    const result = await sbx.commands.run("pause 3000; echo late");
+    expect(result.stdout).toBe("late\n");
+    await sbx.kill();
+  });
+
+  it("pauses (409 the second time), resumes on connect, and sets the timeout", async () => {
+    const sbx = await Sandbox.create("cold", as(keyA));
+    expect(await sbx.pause()).toBe(true);
+    expect((await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body.status.phase).toBe("Paused");
+    expect((await Sandbox.getInfo(sbx.sandboxId, as(keyA))).state).toBe("paused");
+    expect(await Sandbox.pause(sbx.sandboxId, as(keyA))).toBe(false);
+    const resumed = await Sandbox.connect(sbx.sandboxId, as(keyA));
+    expect((await resumed.commands.run("echo back")).stdout).toBe("back\n");
+    expect((await resumed.getInfo()).state).toBe("running");
+    await resumed.setTimeout(3_600_000);
+    const endAt = (await resumed.getInfo()).endAt.getTime();
+    expect(endAt).toBeGreaterThan(Date.now() + 3_500_000);
+    await resumed.kill();
+  });
+
+  it("ends sandboxes at their timeout with no gateway running: killed, or paused", async () => {
+    const killed = await Sandbox.create("cold", { ...as(keyA), timeoutMs: 2000 });
+    const paused = await Sandbox.create("cold", {
+      ...as(keyA),
+      timeoutMs: 2000,
+      lifecycle: { onTimeout: "pause" },
+    });
+    expect((await paused.getInfo()).lifecycle?.onTimeout).toBe("pause");
+    cluster("gateway", "stop");
+    try {
+      // The operator's reaper ends them, from the PodBox spec alone.
+      const gone = await kube.waitFor(
+        paths.podboxes(nsA, killed.sandboxId),
+        o => o?.status?.phase === "Terminated",
+      );
+      expect(gone!.status.reason).toBe("Expired");
+      const kept = await kube.waitFor(
+        paths.podboxes(nsA, paused.sandboxId),
+        o => o?.status?.phase === "Paused",
+      );
+      expect(kept!.status.reason).toBe("Expired");
+    } finally {
+      cluster("gateway", "start");
+    }
+    await expect(Sandbox.getInfo(killed.sandboxId, as(keyA))).rejects.toThrow(SandboxNotFoundError);
+    expect((await Sandbox.getInfo(paused.sandboxId, as(keyA))).state).toBe("paused");
+    const back = await Sandbox.connect(paused.sandboxId, { ...as(keyA), timeoutMs: 600_000 });
+    expect((await back.commands.run("echo again")).stdout).toBe("again\n");
+    await back.kill();
+    await kube.delete(paths.podboxes(nsA, killed.sandboxId));
+  });
+
+  it("forks a sandbox's two volumes into new sandboxes (count), each answered on its own", async () => {
+    const parent = await Sandbox.create("cold", { ...as(keyA), metadata: { role: "parent" } });
+    const forks = await parent.fork({ ...as(keyA), count: 2 });
+    expect(forks).toHaveLength(2);
+    for (const f of forks) {
+      if (f instanceof Error) throw f;
+      const box = (await kube.get(paths.podboxes(nsA, f.sandboxId))).body;
+      expect(box.spec).toMatchObject({ forkFrom: parent.sandboxId, templateRef: "cold" });
+      expect(box.status).toMatchObject({ phase: "Running", reason: "ForkCloned" });
+      const workspace = (await kube.get(paths.pvcs(nsA, box.status.workspacePVCName))).body;
+      expect(workspace.spec.dataSource).toMatchObject({ name: `${parent.sandboxId}-workspace` });
+      expect((await f.commands.run("echo forked")).stdout).toBe("forked\n");
+      expect((await f.getInfo()).metadata).toEqual({ role: "parent" });
+      await f.kill();
+    }
+    const tooMany = await raw(
+      "POST",
+      `/sandboxes/${parent.sandboxId}/fork`,
+      { "X-API-Key": keyA },
+      JSON.stringify({ count: 21 }),
+    );
+    expect(tooMany).toMatchObject({ status: 400, body: { code: 400 } });
+    await parent.kill();
+  });
+
+  it("lists a tenant's sandboxes only, filtered by metadata, page by page", async () => {
+    const made = [];
+    for (const i of [1, 2, 3]) {
+      made.push(
+        await Sandbox.create("cold", { ...as(keyA), metadata: { run: "list", i: String(i) } }),
+      );
+    }
+    const other = await Sandbox.create("cold", { ...as(keyB), metadata: { run: "list" } });
+    const pager = Sandbox.list({ ...as(keyA), query: { metadata: { run: "list" } }, limit: 2 });
+    const first = await pager.nextItems();
+    expect(first).toHaveLength(2);
+    expect(pager.hasNext).toBe(true);
+    const second = await pager.nextItems();
+    expect(pager.hasNext).toBe(false);
+    expect([...first, ...second].map(s => s.sandboxId).sort()).toEqual(
+      made.map(s => s.sandboxId).sort(),
+    );
+    // Tenant B sees nothing of A's, and cannot act on it.
+    const seenByB = await Sandbox.list({
+      ...as(keyB),
+      query: { metadata: { run: "list" } },
+    }).nextItems();
+    expect(seenByB.map(s => s.sandboxId)).toEqual([other.sandboxId]);
+    await expect(Sandbox.getInfo(made[0].sandboxId, as(keyB))).rejects.toThrow(
+      SandboxNotFoundError,
+    );
+    expect(await Sandbox.kill(made[0].sandboxId, as(keyB))).toBe(false);
+    expect((await kube.get(paths.podboxes(nsA, made[0].sandboxId))).status).toBe(200);
+    for (const s of [...made, other]) await s.kill();
+  });
+
+  it("refuses an unknown key (401) and an unknown template (400, nothing created)", async () => {
+    await expect(Sandbox.create("base", as("e2b_0000"))).rejects.toThrow(AuthenticationError);
+    await expect(Sandbox.create("missing", as(keyA))).rejects.toThrow(/template "missing"/);
+    const boxes = (await kube.get(paths.podboxes(nsA))).body.items as Obj[];
+    expect(
+      boxes.filter(b => b.metadata.annotations?.["pod.cubeplex.ai/sandbox-template"] === "missing"),
+    ).toEqual([]);
+  });
+});
+
+describe("replicas, metrics", () => {
+  it("a second replica with the same key serves the sandboxes the first made", async () => {
+    const port = 18090;
+    const second = spawn("npx", ["tsx", join(ROOT, "gateway", "main.ts")], {
+      env: {
+        ...process.env,
+        KUBECONFIG,
+        CUBEPOD_GATEWAY_PORT: String(port),
+        CUBEPOD_GATEWAY_METRICS_PORT: String(port + 1),
+        CUBEPOD_GATEWAY_TOKEN_KEY: readFileSync(
+          join(CLUSTER_DIR, "gateway-token-key"),
+          "utf8",
+        ).trim(),
+      },
+      stdio: "ignore",
+      detached: true,
+    });
+    try {
+      const other = `http://127.0.0.1:${port}`;
+      for (let i = 0; i < 300; i++) {
+        if (
+          await fetch(`${other}/sandboxes`).then(
+            () => true,
+            () => false,
+          )
+        )
+          break;
+        await new Promise(r => setTimeout(r, 100));
+      }
+      const sbx = await Sandbox.create("cold", as(keyA));
+      const there = await Sandbox.connect(sbx.sandboxId, {
+        ...as(keyA),
+        apiUrl: other,
+        sandboxUrl: other,
+      });
+      expect((await there.commands.run("echo replica")).stdout).toBe("replica\n");
+      expect(await there.kill()).toBe(true);
+    } finally {
+      process.kill(-second.pid!, "SIGTERM");
+    }
+  });
+
+  it("counts requests by route and code, and reports healthy", async () => {
+    const metrics = await (await fetch("http://127.0.0.1:8082/metrics")).text();
+    expect(metrics).toMatch(/cubepod_gateway_requests_total\{route="create",code="201"\} [1-9]/);
+    expect(metrics).toMatch(/cubepod_gateway_requests_total\{route="proxy",code="200"\} [1-9]/);
+    expect(metrics).toContain("cubepod_gateway_proxied_connections 0");
+    expect(metrics).toContain(
+      'cubepod_gateway_request_duration_seconds_bucket{le="0.001",route="proxy"}',
+    );
+    expect((await fetch("http://127.0.0.1:8082/healthz")).status).toBe(200);
+  });
+});
+
+describe("the E2B Python SDK against the gateway", () => {
+  it("creates, runs, lists, pauses, resumes and kills, as a Python agent does", async () => {
+    const python = execFileSync("bash", [join(ROOT, "hack", "python-e2b.sh")], {
+      encoding: "utf8",
+    }).trim();
+    // Not execFileSync: the stand-in daemons answer from this process's event loop.
+    const { stdout: out } = await execFileAsync(python, [join(__dirname, "e2b_agent.py")], {
+      encoding: "utf8",
+      env: {
+        ...process.env,
+        E2B_API_URL: GATEWAY,
+        E2B_SANDBOX_URL: GATEWAY,
+        E2B_DOMAIN: DOMAIN,
+        E2B_API_KEY: keyA,
+      },
+    });
+    const seen = JSON.parse(out.trim().split("\n").pop()!);
+    expect(seen).toEqual({
+      id: expect.stringMatching(/^[a-z][a-z0-9]{19}$/),
+      stdout: "from python\n",
+      state: "running",
+      listed: [seen.id],
+      paused: true,
+      state_after_pause: "paused",
+      stdout_after_resume: "resumed\n",
+      killed: true,
+      killed_again: false,
+    });
+  });
+});
+
+describe("the gateway's own answers to bad or hostile requests", () => {
+  let sbx: Sandbox;
+  let ip: string;
+  beforeAll(async () => {
+    sbx = await Sandbox.create("cold", as(keyA));
+    ip = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body.status.podIP;
+  });
+  afterAll(async () => {
+    await sbx.kill();
+  });
+  const envd = (path: string, extra: Record<string, string> = {}) =>
+    raw(
+      "POST",
+      path,
+      { "E2b-Sandbox-Id": sbx.sandboxId, "E2b-Sandbox-Port": "49983", ...extra },
+      "{}",
+    );
+
+  it("checks the access token on the daemon's port, and keeps its control paths in", async () => {
+    expect((await envd("/process.Process/Start")).status).toBe(401);
+    expect((await envd("/process.Process/Start", { "X-Access-Token": "x" })).status).toBe(401);
+    const init = await envd("/init", { "X-Access-Token": standIn.inits.get(ip)!.accessToken });
+    expect(init.status).toBe(404);
+    expect(init.body).toMatchObject({ code: 404, sandboxId: sbx.sandboxId });
+    const health = await raw("GET", "/health", {
+      "E2b-Sandbox-Id": sbx.sandboxId,
+      "E2b-Sandbox-Port": "49983",
+    });
+    expect(health.status).toBe(204);
+  });
+
+  it("routes a user port by Host <port>-<id>.<domain>, to the box's own address", async () => {
+    const r = await raw(
+      "POST",
+      "/hello?x=1",
+      { Host: `${ECHO_PORT}-${sbx.sandboxId}.${DOMAIN}` },
+      "payload",
+    );
+    expect(r.status).toBe(200);
+    expect(r.body).toMatchObject({ ip, method: "POST", url: "/hello?x=1", body: "payload" });
+  });
+
+  it("answers JSON errors for unknown sandboxes, bad IDs and headers, bad bodies", async () => {
+    const unknown = await raw("GET", "/health", {
+      "E2b-Sandbox-Id": "nosuchbox",
+      "E2b-Sandbox-Port": "49983",
+    });
+    expect(unknown).toMatchObject({
+      status: 502,
+      body: { code: 502, sandboxId: "nosuchbox", message: "The sandbox was not found" },
+    });
+    expect((await raw("GET", "/", { "E2b-Sandbox-Id": sbx.sandboxId })).body.code).toBe(400);
+    expect(
+      (await raw("GET", "/", { "E2b-Sandbox-Id": "Bad_ID", "E2b-Sandbox-Port": "1" })).status,
+    ).toBe(400);
+    expect((await raw("GET", "/", { Host: `99999-${sbx.sandboxId}.${DOMAIN}` })).status).toBe(400);
+    const auth = { "X-API-Key": keyA, "Content-Type": "application/json" };
+    const before = ((await kube.get(paths.podboxes(nsA))).body.items as Obj[]).length;
+    expect(await raw("POST", "/v2/sandboxes", auth, "{not json")).toMatchObject({
+      status: 400,
+      body: { code: 400 },
+    });
+    const huge = Buffer.alloc(2 * 1024 * 1024, "a");
+    expect((await raw("POST", "/v2/sandboxes", auth, huge)).status).toBe(413);
+    const bad = await raw(
+      "POST",
+      "/v2/sandboxes",
+      auth,
+      JSON.stringify({ templateID: "base", timeout: -1 }),
+    );
+    expect(bad).toMatchObject({ status: 400, body: { code: 400 } });
+    expect(bad.body.message).toContain("timeout");
+    expect((await raw("GET", "/sandboxes/Bad_ID", auth)).status).toBe(400);
+    expect((await raw("GET", "/nowhere", auth)).body).toMatchObject({ code: 404 });
+    expect((await raw("GET", "/sandboxes", {})).body).toMatchObject({ code: 401 });
+    expect(((await kube.get(paths.podboxes(nsA))).body.items as Obj[]).length).toBe(before);
+  });
+});

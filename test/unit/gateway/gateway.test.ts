@@ -1,0 +1,179 @@
+import { createHash } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
+import { GATEWAY_SETTINGS, loadGatewayConfig } from "../../../gateway/config";
+import {
+  accessToken,
+  listedSandbox,
+  matchesMetadata,
+  metadataFilter,
+  newSandboxId,
+  newSandboxSchema,
+  sandboxIdOf,
+  stateOf,
+} from "../../../gateway/e2b";
+import { KeyIndex } from "../../../gateway/keys";
+import { routeOf } from "../../../gateway/proxy";
+import { SandboxIndex } from "../../../gateway/sandboxes";
+import type { PodBox } from "../../../capabilities/api/kinds";
+
+const KEY = "k".repeat(32);
+const box = (name: string, extra: Partial<PodBox> = {}, ns = "a"): PodBox =>
+  ({
+    metadata: {
+      name,
+      namespace: ns,
+      uid: `uid-${name}`,
+      creationTimestamp: "2026-12-01T10:00:00Z",
+    },
+    spec: {},
+    ...extra,
+  }) as PodBox;
+
+describe("gateway configuration", () => {
+  it("takes the defaults, and needs a token key", () => {
+    expect(loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: KEY })).toMatchObject({
+      host: "127.0.0.1",
+      port: 8080,
+      domain: "cubepod.localhost",
+      startTimeoutMs: 30_000,
+    });
+  });
+
+  it("refuses bad settings, naming every variable", () => {
+    expect(() =>
+      loadGatewayConfig({ CUBEPOD_GATEWAY_PORT: "80x", CUBEPOD_GATEWAY_DOMAIN: "Bad Domain" }),
+    ).toThrow(/CUBEPOD_GATEWAY_DOMAIN[\s\S]*CUBEPOD_GATEWAY_TOKEN_KEY[\s\S]*/);
+    expect(() =>
+      loadGatewayConfig({ CUBEPOD_GATEWAY_PORT: "80x", CUBEPOD_GATEWAY_TOKEN_KEY: KEY }),
+    ).toThrow(/CUBEPOD_GATEWAY_PORT: expected an integer from 1 to 65535, got "80x"/);
+  });
+});
+
+describe("API keys", () => {
+  const secret = (ns: string, name: string, key: string, type = "pod.cubeplex.ai/api-key") => ({
+    type,
+    metadata: { namespace: ns, name },
+    data: {
+      sha256: Buffer.from(createHash("sha256").update(key).digest("hex")).toString("base64"),
+    },
+  });
+
+  it("maps a key to its namespace by its hash, and forgets a deleted Secret", () => {
+    const keys = new KeyIndex();
+    keys.observe(secret("a", "k", "key-a"), false);
+    expect(keys.namespaceOf("key-a")).toBe("a");
+    expect(keys.namespaceOf("key-b")).toBeUndefined();
+    keys.observe(secret("a", "k", "key-a"), true);
+    expect(keys.namespaceOf("key-a")).toBeUndefined();
+  });
+
+  it("ignores other Secret types, and a key claimed by two namespaces acts in neither", () => {
+    const keys = new KeyIndex();
+    keys.observe(secret("a", "k", "key", "Opaque"), false);
+    expect(keys.namespaceOf("key")).toBeUndefined();
+    keys.observe(secret("a", "k", "key"), false);
+    keys.observe(secret("b", "k", "key"), false);
+    expect(keys.namespaceOf("key")).toBeUndefined();
+    keys.observe(secret("b", "k", "key"), true);
+    expect(keys.namespaceOf("key")).toBe("a");
+  });
+});
+
+describe("routing", () => {
+  const D = "cubepod.localhost";
+  it("reads the sandbox headers, else the Host; nothing for the control API", () => {
+    expect(routeOf({ "e2b-sandbox-id": "abc1", "e2b-sandbox-port": "49983" }, D)).toEqual({
+      id: "abc1",
+      port: 49983,
+    });
+    expect(routeOf({ host: `8000-abc1.${D}:8080` }, D)).toEqual({ id: "abc1", port: 8000 });
+    expect(routeOf({ "e2b-sandbox-id": "abc1-6532622b", "e2b-sandbox-port": "1" }, D)).toEqual({
+      id: "abc1",
+      port: 1,
+    });
+    expect(routeOf({ host: "127.0.0.1:8080" }, D)).toBeUndefined();
+  });
+
+  it.each([
+    [{ "e2b-sandbox-id": "abc1" }],
+    [{ "e2b-sandbox-port": "1" }],
+    [{ "e2b-sandbox-id": "ABC", "e2b-sandbox-port": "1" }],
+    [{ "e2b-sandbox-id": "abc", "e2b-sandbox-port": "70000" }],
+    [{ host: `abc.${"cubepod.localhost"}` }],
+  ])("refuses %j with 400", headers => {
+    expect(routeOf(headers, D)).toMatchObject({ status: 400 });
+  });
+});
+
+describe("E2B's wire format", () => {
+  it("makes IDs of [a-z0-9] starting with a letter, and reads E2B's <id>-<client> form", () => {
+    for (let i = 0; i < 50; i++) expect(newSandboxId()).toMatch(/^[a-z][a-z0-9]{19}$/);
+    expect(sandboxIdOf("abc-6532622b")).toBe("abc");
+    expect(sandboxIdOf("a_b")).toBeUndefined();
+  });
+
+  it("derives a token per box identity: another UID, another token", () => {
+    const a = accessToken(KEY, box("x"));
+    expect(accessToken(KEY, box("x"))).toBe(a);
+    expect(
+      accessToken(KEY, { ...box("x"), metadata: { ...box("x").metadata, uid: "other" } }),
+    ).not.toBe(a);
+  });
+
+  it("reads create bodies as the SDKs send them, extra fields included", () => {
+    expect(
+      newSandboxSchema.safeParse({ templateID: "base", secure: true, timeout: 60 }).success,
+    ).toBe(true);
+    expect(newSandboxSchema.safeParse({ templateID: "Base!" }).success).toBe(false);
+    expect(newSandboxSchema.safeParse({ templateID: "base", envVars: { A: 1 } }).success).toBe(
+      false,
+    );
+  });
+
+  it("reports paused boxes (or boxes meant to be) as paused, and metadata for filters", () => {
+    expect(stateOf(box("x", { status: { phase: "Paused" } }))).toBe("paused");
+    expect(stateOf(box("x", { spec: { desiredState: "Paused" } as PodBox["spec"] }))).toBe(
+      "paused",
+    );
+    expect(stateOf(box("x", { status: { phase: "Running" } }))).toBe("running");
+    const b = box("x", {
+      metadata: {
+        ...box("x").metadata,
+        annotations: { "pod.cubeplex.ai/sandbox-metadata": '{"a":"1","b":"2"}' },
+      },
+    });
+    expect(matchesMetadata(b, metadataFilter("a=1"))).toBe(true);
+    expect(matchesMetadata(b, metadataFilter("a=1&b=3"))).toBe(false);
+    expect(listedSandbox(b)).toMatchObject({
+      sandboxID: "x",
+      metadata: { a: "1", b: "2" },
+      endAt: "2026-12-01T10:05:00.000Z",
+    });
+  });
+});
+
+describe("SandboxIndex", () => {
+  it("wakes a waiter on the event that satisfies it, and times out otherwise", async () => {
+    const index = new SandboxIndex();
+    const waiting = index.waitFor("a", "x", b => b?.status?.phase === "Running", 1000);
+    index.observe(box("x", { status: { phase: "Pending" } }), false);
+    index.observe(box("x", { status: { phase: "Running" } }), false);
+    await expect(waiting).resolves.toMatchObject({ status: { phase: "Running" } });
+    await expect(index.waitFor("a", "y", b => b !== undefined, 10)).rejects.toThrow(/timed out/);
+    expect(index.named("x")).toHaveLength(1);
+    index.observe(box("x"), true);
+    expect(index.get("a", "x")).toBeUndefined();
+  });
+});
+
+describe("docs/gateway.md", () => {
+  it("lists every setting with its default", () => {
+    const doc = readFileSync(join(__dirname, "..", "..", "..", "docs", "gateway.md"), "utf8");
+    for (const [variable, def] of GATEWAY_SETTINGS) {
+      expect(doc).toMatch(
+        new RegExp(`\\| \`${variable}\` +\\| \`?${def.replace(/[()]/g, "\\$&")}\`? +\\|`),
+      );
+    }
+  });
+});
