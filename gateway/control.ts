@@ -9,8 +9,10 @@ import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
 import {
   accessToken,
+  ANNOTATION_AUTO_RESUME,
   ANNOTATION_METADATA,
   ANNOTATION_TEMPLATE,
+  ANNOTATION_TIMEOUT,
   ApiError,
   connectSchema,
   forkSchema,
@@ -29,6 +31,9 @@ import {
 } from "./e2b";
 import type { SandboxIndex } from "./sandboxes";
 
+/** The `Sandbox` a create, connect or resume answers. */
+type StartedSandbox = ReturnType<typeof sandbox>;
+
 /** What a handler answers: a status and a JSON body (none for 204), and extra headers. */
 export type Answer = { status: number; body?: unknown; headers?: Record<string, string> };
 
@@ -41,6 +46,8 @@ const running = (b: PodBox | undefined) =>
  * request's API key names, and a sandbox of another namespace does not exist for it (404).
  */
 export class ControlApi {
+  readonly #resuming = new Map<string, Promise<StartedSandbox>>();
+
   constructor(
     private readonly client: ApiClient,
     private readonly boxes: SandboxIndex,
@@ -67,6 +74,8 @@ export class ControlApi {
     const annotations = {
       [ANNOTATION_TEMPLATE]: templateID,
       [ANNOTATION_METADATA]: JSON.stringify(input.metadata ?? {}),
+      [ANNOTATION_TIMEOUT]: String(input.timeout ?? DEFAULT_TIMEOUT_SECONDS),
+      ...(input.autoResume?.enabled ? { [ANNOTATION_AUTO_RESUME]: "true" } : {}),
     };
     const started = await this.#make(ns, spec, annotations, input, input.envVars ?? {});
     return { status: 201, body: started };
@@ -146,13 +155,33 @@ export class ControlApi {
         body: sandbox(box, accessToken(this.config.tokenKey, box), this.config.domain),
       };
     }
-    // Resume: the spec says run, with a new expiry, and (for a box the reaper paused) new
-    // activity says so too.
-    await this.client.mergePatch(paths.podBoxes(ns, id), {
-      metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()) } },
-      spec: { desiredState: "Running", expiresAt: endAt(input.timeout ?? DEFAULT_TIMEOUT_SECONDS) },
-    });
-    return { status: 201, body: await this.#start(ns, id, {}) };
+    return { status: 201, body: await this.resume(ns, id, input.timeout) };
+  }
+
+  /**
+   * Resumes a paused sandbox and waits until it serves: the spec says run, with a new expiry
+   * (`timeout`, else the one it was created with), and (for a box the reaper paused) new activity
+   * says so too. Concurrent resumes of one box (a burst of traffic) share one.
+   */
+  resume(ns: string, id: string, timeout?: number): Promise<StartedSandbox> {
+    const key = `${ns}/${id}`;
+    const pending = this.#resuming.get(key);
+    if (pending) return pending;
+    const seconds =
+      timeout ??
+      Number(
+        this.boxes.get(ns, id)?.metadata?.annotations?.[ANNOTATION_TIMEOUT] ??
+          DEFAULT_TIMEOUT_SECONDS,
+      );
+    const run = (async () => {
+      await this.client.mergePatch(paths.podBoxes(ns, id), {
+        metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()) } },
+        spec: { desiredState: "Running", expiresAt: endAt(seconds) },
+      });
+      return this.#start(ns, id, {});
+    })().finally(() => this.#resuming.delete(key));
+    this.#resuming.set(key, run);
+    return run;
   }
 
   /** `POST /sandboxes/{id}/pause`: 204 once paused; 409 when it already is. */
@@ -180,6 +209,10 @@ export class ControlApi {
       if (e instanceof KubeError && e.status === 404) throw notFound(id);
       throw e;
     }
+    // Once this replica's watch shows the deletion, a second kill through it is a 404.
+    await this.boxes
+      .waitFor(ns, id, b => !b || Boolean(b.metadata?.deletionTimestamp), 5000)
+      .catch(() => undefined);
     return { status: 204 };
   }
 
@@ -202,7 +235,7 @@ export class ControlApi {
         domain: this.config.domain,
         lifecycle: {
           onTimeout: box.spec?.onExpiry === "Pause" ? "pause" : "kill",
-          autoResume: false,
+          autoResume: box.metadata?.annotations?.[ANNOTATION_AUTO_RESUME] === "true",
         },
       },
     };
@@ -275,7 +308,7 @@ export class ControlApi {
    * `GET /health`, then hands it its environment and access token (`POST /init`), as E2B's
    * orchestrator does; answers the `Sandbox` the SDK gets.
    */
-  async #start(ns: string, id: string, envVars: Record<string, string>) {
+  async #start(ns: string, id: string, envVars: Record<string, string>): Promise<StartedSandbox> {
     const deadline = Date.now() + this.config.startTimeoutMs;
     let box: PodBox | undefined;
     try {

@@ -18,6 +18,10 @@ export const DEFAULT_TIMEOUT_SECONDS = 300;
 /** Where the gateway keeps E2B's facts about a sandbox on its PodBox (metadata, never spec). */
 export const ANNOTATION_METADATA = `${GROUP}/sandbox-metadata`;
 export const ANNOTATION_TEMPLATE = `${GROUP}/sandbox-template`;
+/** Present on the box of a sandbox created with `autoResume`: its traffic resumes it when paused. */
+export const ANNOTATION_AUTO_RESUME = `${GROUP}/sandbox-auto-resume`;
+/** The sandbox's timeout in seconds, as created: the lifetime an auto-resume gives it again. */
+export const ANNOTATION_TIMEOUT = `${GROUP}/sandbox-timeout`;
 
 /** A sandbox ID as E2B writes them: lowercase letters and digits. */
 export const SANDBOX_ID = /^[a-z0-9]+$/;
@@ -59,6 +63,7 @@ export const newSandboxSchema = z.looseObject({
   metadata: stringMap.optional(),
   envVars: stringMap.optional(),
   autoPause: z.boolean().optional(),
+  autoResume: z.looseObject({ enabled: z.boolean() }).optional(),
 });
 export const connectSchema = z.looseObject({ timeout: seconds.optional() });
 export const forkSchema = z.looseObject({
@@ -88,6 +93,10 @@ export function invalidBody(error: z.ZodError): ApiError {
   const fields = error.issues.map(i => `${i.path.join(".") || "body"}: ${i.message}`);
   return new ApiError(400, `invalid request body: ${fields.join("; ")}`);
 }
+
+/** True for a paused sandbox that its own traffic resumes. */
+export const resumesOnTraffic = (box: PodBox) =>
+  box.metadata?.annotations?.[ANNOTATION_AUTO_RESUME] === "true" && stateOf(box) === "paused";
 
 /** E2B's two states: a box that is paused, or meant to be, is paused; any other runs. */
 export function stateOf(box: PodBox): "running" | "paused" {

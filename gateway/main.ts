@@ -44,8 +44,9 @@ async function main(): Promise<void> {
     ),
   ];
   await Promise.all(informers.map(i => i.start()));
-  const proxy = new SandboxProxy(boxes, client, config);
-  const server = gatewayServer(config, keys, new ControlApi(client, boxes, config), proxy);
+  const control = new ControlApi(client, boxes, config);
+  const proxy = new SandboxProxy(boxes, client, config, (ns, id) => control.resume(ns, id));
+  const server = gatewayServer(config, keys, control, proxy);
   const metrics = startMetricsServer(
     // Healthy while the API server answers: the watches then keep the caches current.
     async () =>

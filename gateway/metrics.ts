@@ -23,3 +23,9 @@ export const proxiedConnections = new Gauge({
   help: "Requests and WebSockets being streamed to sandboxes now",
   registers: [gatewayRegistry],
 });
+
+export const autoResumes = new Counter({
+  name: "cubepod_gateway_auto_resumes_total",
+  help: "Paused sandboxes resumed by their own traffic (created with autoResume)",
+  registers: [gatewayRegistry],
+});

@@ -6,8 +6,9 @@ import { paths } from "../capabilities/client/paths";
 import { kubeTime } from "../capabilities/kit/conditions";
 import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
-import { proxiedConnections, requestDuration } from "./metrics";
-import { accessToken, sandboxIdOf } from "./e2b";
+import { autoResumes, proxiedConnections, requestDuration } from "./metrics";
+import { DEFAULT_ENVD_PORT } from "../capabilities/api/common";
+import { accessToken, ended, resumesOnTraffic, sandboxIdOf } from "./e2b";
 import type { SandboxIndex } from "./sandboxes";
 
 /** Paths of the daemon's port that only the control plane may call (E2B's list). */
@@ -94,10 +95,14 @@ export class SandboxProxy {
   readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
   readonly #lastActivity = new Map<string, number>();
 
+  /**
+   * @param resume resumes a paused sandbox and resolves once it serves (ControlApi.resume)
+   */
   constructor(
     private readonly boxes: SandboxIndex,
     private readonly client: ApiClient,
     private readonly config: GatewayConfig,
+    private readonly resume: (namespace: string, id: string) => Promise<unknown>,
   ) {}
 
   /** The box and address a request goes to, or the error to answer. */
@@ -106,7 +111,7 @@ export class SandboxProxy {
     method: string,
     path: string,
     headers: IncomingHttpHeaders,
-  ): { box: PodBox; ip: string } | RouteError {
+  ): { box: PodBox; ip: string } | { sleeping: PodBox } | RouteError {
     const notFound = {
       status: 502,
       message: "The sandbox was not found",
@@ -120,7 +125,7 @@ export class SandboxProxy {
           String(b.box.metadata?.creationTimestamp),
         ),
       );
-    if (live.length === 0) return notFound;
+    if (live.length === 0) return this.#sleeping(route, headers) ?? notFound;
     const envd = live[0].at!.envdPort === route.port;
     if (!envd) return { box: live[0].box, ip: live[0].at!.ip };
     const pathname = path.split("?")[0];
@@ -135,8 +140,43 @@ export class SandboxProxy {
     return { box: match.box, ip: match.at!.ip };
   }
 
-  handle(req: IncomingMessage, res: ServerResponse, route: Route): void {
+  /**
+   * A paused sandbox created with `autoResume` that this traffic may wake: on the daemon's port
+   * only with its access token (so that no one else can), on a user's port as E2B does.
+   */
+  #sleeping(route: Route, headers: IncomingHttpHeaders): { sleeping: PodBox } | undefined {
+    const token = headers["x-access-token"];
+    const candidates = this.boxes
+      .named(route.id)
+      .filter(b => !ended(b) && resumesOnTraffic(b))
+      .filter(b =>
+        route.port === DEFAULT_ENVD_PORT || token !== undefined
+          ? token === accessToken(this.config.tokenKey, b)
+          : true,
+      );
+    return candidates.length > 0 ? { sleeping: candidates[0] } : undefined;
+  }
+
+  /** Resumes the sandbox, then serves the request as if it had been running. */
+  #wake(box: PodBox, fail: (message: string) => void, then: () => void): void {
+    autoResumes.inc();
+    this.resume(box.metadata!.namespace!, box.metadata!.name!).then(then, e =>
+      fail(`The sandbox could not be resumed: ${e instanceof Error ? e.message : String(e)}`),
+    );
+  }
+
+  handle(req: IncomingMessage, res: ServerResponse, route: Route, woken = false): void {
     const target = this.resolve(route, req.method ?? "GET", req.url ?? "/", req.headers);
+    if ("sleeping" in target && !woken) {
+      const fail = (message: string) =>
+        sendJson(res, 502, { sandboxId: route.id, message, code: 502 });
+      return this.#wake(target.sleeping, fail, () => this.handle(req, res, route, true));
+    }
+    if ("sleeping" in target) {
+      sendJson(res, 502, { sandboxId: route.id, message: "The sandbox was not found", code: 502 });
+      req.resume();
+      return;
+    }
     if ("status" in target) {
       sendJson(res, target.status, {
         sandboxId: route.id,
@@ -180,16 +220,18 @@ export class SandboxProxy {
   }
 
   /** A WebSocket (or any Upgrade): the raw bytes both ways once the request head is passed on. */
-  upgrade(req: IncomingMessage, socket: Socket, head: Buffer, route: Route): void {
+  upgrade(req: IncomingMessage, socket: Socket, head: Buffer, route: Route, woken = false): void {
     const target = this.resolve(route, req.method ?? "GET", req.url ?? "/", req.headers);
-    if ("status" in target) {
-      const body = JSON.stringify({
-        sandboxId: route.id,
-        message: target.message,
-        code: target.status,
-      });
+    if ("sleeping" in target && !woken) {
+      const again = () => this.upgrade(req, socket, head, route, true);
+      return this.#wake(target.sleeping, () => socket.destroy(), again);
+    }
+    if ("sleeping" in target || "status" in target) {
+      const status = "status" in target ? target.status : 502;
+      const message = "status" in target ? target.message : "The sandbox was not found";
+      const body = JSON.stringify({ sandboxId: route.id, message, code: status });
       socket.end(
-        `HTTP/1.1 ${target.status} Error\r\nContent-Type: application/json\r\n` +
+        `HTTP/1.1 ${status} Error\r\nContent-Type: application/json\r\n` +
           `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n${body}`,
       );
       return;

@@ -132,6 +132,22 @@ describe("the E2B SDK against the gateway", () => {
     await resumed.kill();
   });
 
+  it("resumes a paused sandbox created with autoResume on its own traffic, and no other", async () => {
+    const lifecycle = { onTimeout: "pause" as const, autoResume: true };
+    const sleeper = await Sandbox.create("cold", { ...as(keyA), lifecycle });
+    expect((await sleeper.getInfo()).lifecycle).toEqual(lifecycle);
+    const plain = await Sandbox.create("cold", as(keyA));
+    for (const s of [sleeper, plain]) expect(await s.pause()).toBe(true);
+    expect((await sleeper.commands.run("echo woken")).stdout).toBe("woken\n");
+    const box = (await kube.get(paths.podboxes(nsA, sleeper.sandboxId))).body;
+    expect(box.status).toMatchObject({ phase: "Running", reason: "Resumed" });
+    await expect(plain.commands.run("echo no")).rejects.toThrow();
+    expect((await kube.get(paths.podboxes(nsA, plain.sandboxId))).body.status.phase).toBe("Paused");
+    const metrics = await (await fetch("http://127.0.0.1:8082/metrics")).text();
+    expect(metrics).toMatch(/cubepod_gateway_auto_resumes_total [1-9]/);
+    for (const s of [sleeper, plain]) await Sandbox.kill(s.sandboxId, as(keyA));
+  });
+
   it("ends sandboxes at their timeout with no gateway running: killed, or paused", async () => {
     const killed = await Sandbox.create("cold", { ...as(keyA), timeoutMs: 2000 });
     const paused = await Sandbox.create("cold", {
