@@ -36,6 +36,7 @@ export const RERUN: Record<string, string> = {
   warmClaimStream: "npm run bench -- stream",
   coldStart: "npm run bench -- cold",
   admission: "npm run bench -- admission",
+  gateway: "npm run bench -- gateway",
   scale: "npm run bench -- scale",
 };
 
