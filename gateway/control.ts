@@ -18,6 +18,7 @@ import {
   forkSchema,
   DEFAULT_TIMEOUT_SECONDS,
   ended,
+  endpointOf,
   invalidBody,
   listedSandbox,
   matchesMetadata,
@@ -29,7 +30,7 @@ import {
   stateOf,
   timeoutSchema,
 } from "./e2b";
-import type { SandboxIndex } from "./sandboxes";
+import type { NamespacedCache, SandboxIndex } from "./sandboxes";
 
 /** The `Sandbox` a create, connect or resume answers. */
 type StartedSandbox = ReturnType<typeof sandbox>;
@@ -38,8 +39,6 @@ type StartedSandbox = ReturnType<typeof sandbox>;
 export type Answer = { status: number; body?: unknown; headers?: Record<string, string> };
 
 const endAt = (seconds: number) => new Date(Date.now() + seconds * 1000).toISOString();
-const running = (b: PodBox | undefined) =>
-  b?.status?.phase === "Running" && Boolean(b.status.poddURL);
 
 /**
  * E2B's control API over PodBoxes, for one tenant: every handler acts in the namespace the
@@ -48,9 +47,15 @@ const running = (b: PodBox | undefined) =>
 export class ControlApi {
   readonly #resuming = new Map<string, Promise<StartedSandbox>>();
 
+  /**
+   * @param templates, pools watch-fed caches: a create reads neither from the API server (a
+   *   template the cache has not seen yet is read once, as GitOps may apply it a moment before)
+   */
   constructor(
     private readonly client: ApiClient,
     private readonly boxes: SandboxIndex,
+    private readonly templates: NamespacedCache<CubePodTemplate>,
+    private readonly pools: NamespacedCache<PodWarmPool>,
     private readonly config: GatewayConfig,
   ) {}
 
@@ -58,15 +63,17 @@ export class ControlApi {
   async create(ns: string, body: unknown): Promise<Answer> {
     const input = parse(newSandboxSchema, body);
     const templateID = input.templateID;
-    const template = await this.client.get<CubePodTemplate>(paths.podTemplates(ns, templateID));
+    const template =
+      this.templates.get(ns, templateID) ??
+      (await this.client.get<CubePodTemplate>(paths.podTemplates(ns, templateID)));
     if (!template) {
       throw new ApiError(
         400,
         `template "${templateID}": no PodTemplate of that name in your namespace`,
       );
     }
-    const pools = await this.client.list<PodWarmPool>(paths.podWarmPools(ns));
-    const pool = pools
+    const pool = this.pools
+      .inNamespace(ns)
       .filter(p => p.spec?.templateRef === templateID && !p.metadata?.deletionTimestamp)
       .map(p => p.metadata!.name!)
       .sort()[0];
@@ -145,7 +152,7 @@ export class ControlApi {
   async connect(ns: string, id: string, body: unknown): Promise<Answer> {
     const input = parse(connectSchema, body ?? {});
     const box = this.#own(ns, id);
-    if (running(box) && stateOf(box) === "running") {
+    if (endpointOf(box)) {
       // A connect only ever lengthens a running sandbox's life.
       if (input.timeout !== undefined && endAt(input.timeout) > (box.spec?.expiresAt ?? "")) {
         await this.#setEnd(ns, id, input.timeout);
@@ -315,7 +322,7 @@ export class ControlApi {
       box = await this.boxes.waitFor(
         ns,
         id,
-        b => b !== undefined && (running(b) || b.status?.phase === "Failed"),
+        b => b !== undefined && (endpointOf(b) !== undefined || b.status?.phase === "Failed"),
         this.config.startTimeoutMs,
       );
     } catch {

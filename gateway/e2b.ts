@@ -124,8 +124,18 @@ export function ended(box: PodBox): boolean {
     Boolean(box.metadata?.deletionTimestamp) ||
     box.spec?.desiredState === "Terminated" ||
     box.status?.phase === "Terminated" ||
-    (box.status?.reason === "Expired" && box.spec?.onExpiry !== "Pause" && !!box.status)
+    (box.status?.reason === "Expired" && box.spec?.onExpiry !== "Pause")
   );
+}
+
+/**
+ * Where a serving sandbox is: its Pod's IP and its daemon's port (from `status.poddURL`);
+ * undefined unless the box runs, and is meant to.
+ */
+export function endpointOf(box: PodBox): { ip: string; envdPort: number } | undefined {
+  if (box.status?.phase !== "Running" || !box.status.podIP || !box.status.poddURL) return undefined;
+  if (ended(box) || stateOf(box) === "paused") return undefined;
+  return { ip: box.status.podIP, envdPort: Number(new URL(box.status.poddURL).port) };
 }
 
 /** The fields `ListedSandbox` and `SandboxDetail` share. */

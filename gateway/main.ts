@@ -4,16 +4,16 @@
  * any number of replicas serve the same sandboxes. It never talks to the module.
  */
 import { ApiClient } from "../capabilities/client/api-client";
+import { GROUP_PATH } from "../capabilities/client/paths";
 import { defaultCredentials } from "../capabilities/client/kubeconfig";
 import { ConfigError } from "../capabilities/config";
-import type { PodBox } from "../capabilities/api/kinds";
-import { GROUP_PATH } from "./paths";
+import type { CubePodTemplate, PodBox, PodWarmPool } from "../capabilities/api/kinds";
 import { loadGatewayConfig } from "./config";
 import { ControlApi } from "./control";
 import { Informer } from "./informer";
 import { API_KEY_SECRET_TYPE, KeyIndex } from "./keys";
 import { SandboxProxy } from "./proxy";
-import { SandboxIndex } from "./sandboxes";
+import { NamespacedCache, SandboxIndex } from "./sandboxes";
 import { gatewayRegistry } from "./metrics";
 import { startMetricsServer } from "../capabilities/metrics/server";
 import { gatewayServer } from "./server";
@@ -32,9 +32,17 @@ async function main(): Promise<void> {
   const client = new ApiClient(30_000, defaultCredentials, "cubepod-gateway");
   const keys = new KeyIndex();
   const boxes = new SandboxIndex();
+  const templates = new NamespacedCache<CubePodTemplate>();
+  const pools = new NamespacedCache<PodWarmPool>();
   const informers = [
     new Informer<PodBox>(defaultCredentials, `${GROUP_PATH}/podboxes`, {}, (b, d) =>
       boxes.observe(b, d),
+    ),
+    new Informer<CubePodTemplate>(defaultCredentials, `${GROUP_PATH}/podtemplates`, {}, (t, d) =>
+      templates.observe(t, d),
+    ),
+    new Informer<PodWarmPool>(defaultCredentials, `${GROUP_PATH}/podwarmpools`, {}, (p, d) =>
+      pools.observe(p, d),
     ),
     new Informer(
       defaultCredentials,
@@ -44,7 +52,7 @@ async function main(): Promise<void> {
     ),
   ];
   await Promise.all(informers.map(i => i.start()));
-  const control = new ControlApi(client, boxes, config);
+  const control = new ControlApi(client, boxes, templates, pools, config);
   const proxy = new SandboxProxy(boxes, client, config, (ns, id) => control.resume(ns, id));
   const server = gatewayServer(config, keys, control, proxy);
   const metrics = startMetricsServer(

@@ -8,7 +8,7 @@ import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
 import { autoResumes, proxiedConnections, requestDuration } from "./metrics";
 import { DEFAULT_ENVD_PORT } from "../capabilities/api/common";
-import { accessToken, ended, resumesOnTraffic, sandboxIdOf } from "./e2b";
+import { accessToken, ended, endpointOf, resumesOnTraffic, sandboxIdOf } from "./e2b";
 import type { SandboxIndex } from "./sandboxes";
 
 /** Paths of the daemon's port that only the control plane may call (E2B's list). */
@@ -67,13 +67,6 @@ function route(rawId: string, rawPort: string): Route | RouteError {
     return { status: 400, message: `invalid sandbox port ${JSON.stringify(rawPort)}` };
   }
   return { id, port };
-}
-
-/** The daemon's port of a box (from `status.poddURL`), and its IP; undefined unless it runs. */
-function endpointOf(box: PodBox): { ip: string; envdPort: number } | undefined {
-  if (box.status?.phase !== "Running" || !box.status.podIP || !box.status.poddURL) return undefined;
-  if (box.metadata?.deletionTimestamp || box.spec?.desiredState === "Paused") return undefined;
-  return { ip: box.status.podIP, envdPort: Number(new URL(box.status.poddURL).port) };
 }
 
 export const sendJson = (res: ServerResponse, status: number, body: unknown) => {

@@ -1,5 +1,26 @@
 import type { PodBox } from "../capabilities/api/kinds";
 
+type Named = { metadata?: { namespace?: string; name?: string } };
+
+/** Objects of one kind by namespace and name, as a watch delivers them. */
+export class NamespacedCache<T extends Named> {
+  protected readonly items = new Map<string, T>();
+
+  observe(obj: T, deleted: boolean): void {
+    const key = `${obj.metadata?.namespace ?? ""}/${obj.metadata?.name ?? ""}`;
+    if (deleted) this.items.delete(key);
+    else this.items.set(key, obj);
+  }
+
+  get(ns: string, name: string): T | undefined {
+    return this.items.get(`${ns}/${name}`);
+  }
+
+  inNamespace(ns: string): T[] {
+    return [...this.items.values()].filter(o => o.metadata?.namespace === ns);
+  }
+}
+
 type Waiter = { ns: string; id: string; done: (box: PodBox | undefined) => boolean };
 
 /**
@@ -7,31 +28,21 @@ type Waiter = { ns: string; id: string; done: (box: PodBox | undefined) => boole
  * fed by the watch on PodBoxes; and the requests waiting for a box to reach a state, woken by its
  * watch events.
  */
-export class SandboxIndex {
-  readonly #boxes = new Map<string, PodBox>();
+export class SandboxIndex extends NamespacedCache<PodBox> {
   readonly #waiters = new Set<Waiter>();
 
-  observe(box: PodBox, deleted: boolean): void {
+  override observe(box: PodBox, deleted: boolean): void {
+    super.observe(box, deleted);
     const ns = box.metadata?.namespace ?? "";
     const id = box.metadata?.name ?? "";
-    if (deleted) this.#boxes.delete(`${ns}/${id}`);
-    else this.#boxes.set(`${ns}/${id}`, box);
     for (const w of this.#waiters) {
       if (w.ns === ns && w.id === id && w.done(deleted ? undefined : box)) this.#waiters.delete(w);
     }
   }
 
-  get(ns: string, id: string): PodBox | undefined {
-    return this.#boxes.get(`${ns}/${id}`);
-  }
-
   /** The boxes of that name in any namespace (one, unless tenants chose the same name). */
   named(id: string): PodBox[] {
-    return [...this.#boxes.values()].filter(b => b.metadata?.name === id);
-  }
-
-  inNamespace(ns: string): PodBox[] {
-    return [...this.#boxes.values()].filter(b => b.metadata?.namespace === ns);
+    return [...this.items.values()].filter(b => b.metadata?.name === id);
   }
 
   /**

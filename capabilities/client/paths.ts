@@ -1,6 +1,8 @@
 import { API_VERSION } from "../api/common";
 
-const GROUP = `/apis/${API_VERSION}`;
+/** The CubePod API group's root: its cluster-wide collections are `${GROUP_PATH}/<plural>`. */
+export const GROUP_PATH = `/apis/${API_VERSION}`;
+const GROUP = GROUP_PATH;
 
 /** Namespaced collection and object paths of the kinds the module reads and writes. */
 const path = (base: string, plural: string) => (namespace: string, name?: string) =>
