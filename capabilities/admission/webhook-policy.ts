@@ -1,4 +1,4 @@
-import { DNS_LABEL, GROUP } from "../api/common";
+import { DNS_LABEL, GROUP, TIMESTAMP_SHAPE } from "../api/common";
 import { LABEL_TEMPLATE } from "../manifests/labels";
 
 /**
@@ -35,9 +35,9 @@ export const SPEC_CHANGES_ONLY = {
 /**
  * PodBox fields whose every rule the API server checks itself before any validating webhook: the
  * CRD schema is generated from the same zod schema (patterns, enums, minimums), and the one rule
- * it lacks, zod's integer range, is checked below. `forkFrom`, `volumeKey`, `leaseExpiresAt` and `expiresAt`
- * are not here: they take part in rules across fields, or zod reads them more strictly than the
- * schema's `format` does.
+ * it lacks, zod's integer range, is checked below, as is the shape zod gives the two timestamps
+ * ({@link TIME_FIELDS}). `forkFrom` and `volumeKey` are not here: they take part in rules across
+ * fields.
  */
 export const SCHEMA_CHECKED_BOX_FIELDS = [
   "templateRef",
@@ -47,7 +47,18 @@ export const SCHEMA_CHECKED_BOX_FIELDS = [
   "idleTimeoutSeconds",
   "volumeReclaimPolicy",
   "onExpiry",
+  "leaseExpiresAt",
+  "expiresAt",
 ] as const;
+
+/**
+ * zod reads timestamps more strictly than the schema's `format: date-time`; this CEL check of
+ * their shape, with that format, admits exactly what zod admits.
+ */
+export const TIME_FIELDS = ["leaseExpiresAt", "expiresAt"] as const;
+const TIME_SHAPE = (field: string) =>
+  `(!has(object.spec.${field}) || object.spec.${field}.matches(${JSON.stringify(TIMESTAMP_SHAPE.source)}))`;
+const TIMES_SHAPED = TIME_FIELDS.map(TIME_SHAPE).join(" && ");
 
 const SAFE_INT = (field: string) =>
   `(!has(object.spec.${field}) || (type(object.spec.${field}) == int && ` +
@@ -59,7 +70,8 @@ const SAFE_INT = (field: string) =>
  * are all {@link SCHEMA_CHECKED_BOX_FIELDS}, exactly one reference is set (so no rule across
  * fields applies, and no pool has to be looked up), and the name rule is checked here. This takes
  * the webhook off the warm claim's path (a few milliseconds of its tens), and such boxes can be
- * created while the module is down. Every other create, and every spec update, is sent.
+ * created while the module is down: with a lease or an expiry too, as the gateway makes them.
+ * Every other create is sent.
  */
 export const COMMON_BOX_CREATES_CHECKED_HERE = {
   name: "cubepod-box-create-needs-module",
@@ -68,7 +80,7 @@ export const COMMON_BOX_CREATES_CHECKED_HERE = {
     `request.resource.resource == "podboxes" && has(object.spec) && ` +
     `object.spec.all(f, f in ${JSON.stringify(SCHEMA_CHECKED_BOX_FIELDS)}) && ` +
     `has(object.spec.templateRef) != has(object.spec.warmPoolRef) && ` +
-    `${SAFE_INT("rootfsGeneration")} && ${SAFE_INT("idleTimeoutSeconds")} && ` +
+    `${SAFE_INT("rootfsGeneration")} && ${SAFE_INT("idleTimeoutSeconds")} && ${TIMES_SHAPED} && ` +
     `has(object.metadata.name) && size(object.metadata.name) <= 63 && ` +
     `object.metadata.name.matches(${JSON.stringify(DNS_LABEL.source)}))`,
 };
@@ -76,21 +88,15 @@ export const COMMON_BOX_CREATES_CHECKED_HERE = {
 /**
  * PodBox spec changes are not sent either: the CRD's transition rules (BOX_UPDATE_RULES, from the
  * zod source) check immutability and the growing rootfsGeneration, and the schema every field, so
- * pause, resume and reset work while the module is down. Sent still: a change of the lease or of
- * the expiry, which zod reads more strictly than the schema's `format`, and integers beyond zod's
- * range.
+ * pause, resume, reset and a new lease or expiry work while the module is down. Sent still:
+ * integers beyond zod's range, and timestamps of another shape than zod's.
  */
-const UNCHANGED_TIME = (field: string) =>
-  `(!has(object.spec.${field}) || (has(oldObject.spec.${field}) && ` +
-  `object.spec.${field} == oldObject.spec.${field}))`;
-
 export const BOX_UPDATES_CHECKED_BY_SCHEMA = {
   name: "cubepod-box-update-needs-module",
   expression:
     `!(request.operation == "UPDATE" && request.resource.group == "${GROUP}" && ` +
     `request.resource.resource == "podboxes" && has(object.spec) && has(oldObject.spec) && ` +
-    `${UNCHANGED_TIME("leaseExpiresAt")} && ${UNCHANGED_TIME("expiresAt")} && ` +
-    `${SAFE_INT("rootfsGeneration")} && ${SAFE_INT("idleTimeoutSeconds")})`,
+    `${TIMES_SHAPED} && ${SAFE_INT("rootfsGeneration")} && ${SAFE_INT("idleTimeoutSeconds")})`,
 };
 
 /** The match conditions every CubePod webhook gets, in order. */

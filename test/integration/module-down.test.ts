@@ -67,10 +67,20 @@ describe("while the module is down", () => {
   });
 
   it("creates the common PodBoxes, whose every rule the API server checks itself", async () => {
-    // A warm claim and a cold start: one reference, no field a rule across fields concerns.
+    // A warm claim and a cold start: one reference, no field a rule across fields concerns; with
+    // a lease and an expiry too, as the gateway creates them.
     for (const [name, spec] of [
       ["claimer", { warmPoolRef: "pool" }],
       ["cold", { templateRef: "python", idleTimeoutSeconds: 600, desiredState: "Paused" }],
+      [
+        "expiring",
+        {
+          warmPoolRef: "pool",
+          leaseExpiresAt: "2030-01-01T00:00:00.123Z",
+          expiresAt: "2030-01-01T01:00:00+02:00",
+          onExpiry: "Pause",
+        },
+      ],
     ] as const) {
       const r = await kube.create(paths.podboxes(ns), box(name, spec));
       expect([name, r.status]).toEqual([name, 201]);
@@ -90,7 +100,9 @@ describe("while the module is down", () => {
     ["both-refs", { templateRef: "python", warmPoolRef: "pool" }, 500],
     ["fork", { templateRef: "python", forkFrom: "box" }, 500],
     ["kept", { templateRef: "python", volumeKey: "box" }, 500],
-    ["leased", { warmPoolRef: "pool", leaseExpiresAt: "2030-01-01T00:00:00Z" }, 500],
+    ["bad-date", { warmPoolRef: "pool", expiresAt: "2030-02-30T00:00:00Z" }, 422],
+    // A shape the format allows and zod's reading is not checked here: the module decides.
+    ["ten-digits", { warmPoolRef: "pool", expiresAt: "2030-01-01T00:00:00.1234567890Z" }, 500],
     ["huge-timeout", { warmPoolRef: "pool", idleTimeoutSeconds: 2 ** 62 }, 500],
   ])("never creates %s unchecked (%j)", async (name, spec, status) => {
     const r = await kube.create(paths.podboxes(ns), box(name, spec));
@@ -119,12 +131,21 @@ describe("while the module is down", () => {
     expect((await kube.get(paths.podboxes(ns, "box"))).body.spec.rootfsGeneration).toBe(2);
   });
 
-  it("fails closed for a new lease: zod reads it more strictly than the schema", async () => {
+  it("takes a new lease and expiry: the API server checks their shape itself", async () => {
+    const spec = { leaseExpiresAt: "2030-01-01T00:00:00Z", expiresAt: "2030-01-02T00:00:00Z" };
+    const r = await kube.mergePatch(paths.podboxes(ns, "box"), { spec });
+    expect(r.status).toBe(200);
+    expect(r.body.spec).toMatchObject(spec);
+  });
+
+  it("fails closed for a timestamp of another shape than zod's: the module decides", async () => {
     const r = await kube.mergePatch(paths.podboxes(ns, "box"), {
-      spec: { leaseExpiresAt: "2030-01-01T00:00:00Z" },
+      spec: { leaseExpiresAt: "2030-01-01T00:00:00.1234567890Z" },
     });
     expect(r.status).toBe(500);
     expect(r.body.message).toContain('failed calling webhook "pepr-cubepod.pepr.dev"');
-    expect((await kube.get(paths.podboxes(ns, "box"))).body.spec.leaseExpiresAt).toBeUndefined();
+    expect((await kube.get(paths.podboxes(ns, "box"))).body.spec.leaseExpiresAt).toBe(
+      "2030-01-01T00:00:00Z",
+    );
   });
 });

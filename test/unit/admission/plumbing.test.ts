@@ -10,7 +10,9 @@ import {
   SANDBOX_PODS_ONLY,
   SCHEMA_CHECKED_BOX_FIELDS,
   SPEC_CHANGES_ONLY,
+  TIME_FIELDS,
 } from "../../../capabilities/admission/webhook-policy";
+import { timestamp, TIMESTAMP_SHAPE } from "../../../capabilities/api/common";
 
 describe("hardenWebhookConfiguration", () => {
   const cfg = {
@@ -33,10 +35,15 @@ describe("hardenWebhookConfiguration", () => {
     expect(cfg.webhooks[0]).not.toHaveProperty("matchConditions");
   });
 
-  it("leaves PodBox spec changes to the CRD's transition rules, but for the lease", () => {
+  it("leaves PodBox spec changes to the CRD's transition rules and its own timestamp check", () => {
     const e = BOX_UPDATES_CHECKED_BY_SCHEMA.expression;
     expect(e).toContain('request.operation == "UPDATE"');
-    expect(e).toContain("object.spec.leaseExpiresAt == oldObject.spec.leaseExpiresAt");
+    for (const f of TIME_FIELDS) {
+      expect(e).toContain(`object.spec.${f}.matches(${JSON.stringify(TIMESTAMP_SHAPE.source)})`);
+      expect(COMMON_BOX_CREATES_CHECKED_HERE.expression).toContain(
+        `object.spec.${f}.matches(${JSON.stringify(TIMESTAMP_SHAPE.source)})`,
+      );
+    }
     // Every immutable field and the growing generation have a rule in the CRD.
     const rules = podBoxSpecSchema.meta()?.["x-kubernetes-validations"] as { fieldPath: string }[];
     expect(rules.map(r => r.fieldPath)).toEqual([
@@ -62,11 +69,39 @@ describe("hardenWebhookConfiguration", () => {
     const others = Object.keys(podBoxSpecSchema.shape).filter(
       f => !(SCHEMA_CHECKED_BOX_FIELDS as readonly string[]).includes(f),
     );
-    expect(others).toEqual(["forkFrom", "volumeKey", "leaseExpiresAt", "expiresAt"]);
+    expect(others).toEqual(["forkFrom", "volumeKey"]);
     for (const f of SCHEMA_CHECKED_BOX_FIELDS) expect(podBoxSpecSchema.shape).toHaveProperty(f);
     expect(COMMON_BOX_CREATES_CHECKED_HERE.expression).toContain(
       'object.metadata.name.matches("^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")',
     );
+  });
+
+  it("checks timestamps in CEL only as zod would: the shape, with a date that exists, is enough", () => {
+    // The API server checks the shape (CEL) and that the date exists (`format: date-time`).
+    const exists = (t: string) => {
+      const [y, m, d] = t.slice(0, 10).split("-").map(Number);
+      return new Date(Date.UTC(y, m - 1, d)).getUTCDate() === d;
+    };
+    const zodAccepts = (t: string) => timestamp().safeParse(t).success;
+    const digits = (n: number, max: number) =>
+      String(Math.floor(Math.random() * (max + 1))).padStart(n, "0");
+    for (let i = 0; i < 5000; i++) {
+      const fraction = ["", `.${digits(1, 9)}`, `.${digits(3, 999)}`, `.${digits(9, 1e9 - 1)}`][
+        i % 4
+      ];
+      const zone = [
+        "Z",
+        `+${digits(2, 23)}:${digits(2, 59)}`,
+        `-${digits(2, 23)}:${digits(2, 59)}`,
+      ][i % 3];
+      const t =
+        `${digits(4, 9999)}-${digits(2, 12)}-${digits(2, 31)}` +
+        `T${digits(2, 23)}:${digits(2, 59)}:${digits(2, 59)}${fraction}${zone}`;
+      if (TIMESTAMP_SHAPE.test(t) && exists(t)) expect([t, zodAccepts(t)]).toEqual([t, true]);
+    }
+    for (const t of ["2026-12-01T10:00:00", "2026-12-01 10:00:00Z", "2026-12-01t10:00:00z"]) {
+      expect(TIMESTAMP_SHAPE.test(t)).toBe(false);
+    }
   });
 
   it("builds the live patch and recognises webhook configurations", () => {
