@@ -5,7 +5,7 @@
  */
 import { ApiClient } from "../capabilities/client/api-client";
 import { GROUP_PATH } from "../capabilities/client/paths";
-import { defaultCredentials } from "../capabilities/client/kubeconfig";
+import { gatewayCredentials } from "./credentials";
 import { ConfigError } from "../capabilities/config";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../capabilities/api/kinds";
 import { loadGatewayConfig } from "./config";
@@ -29,23 +29,23 @@ async function main(): Promise<void> {
     }
     throw e;
   }
-  const client = new ApiClient(30_000, defaultCredentials, "cubepod-gateway");
+  const client = new ApiClient(30_000, gatewayCredentials, "cubepod-gateway");
   const keys = new KeyIndex();
   const boxes = new SandboxIndex();
   const templates = new NamespacedCache<CubePodTemplate>();
   const pools = new NamespacedCache<PodWarmPool>();
   const informers = [
-    new Informer<PodBox>(defaultCredentials, `${GROUP_PATH}/podboxes`, {}, (b, d) =>
+    new Informer<PodBox>(gatewayCredentials, `${GROUP_PATH}/podboxes`, {}, (b, d) =>
       boxes.observe(b, d),
     ),
-    new Informer<CubePodTemplate>(defaultCredentials, `${GROUP_PATH}/podtemplates`, {}, (t, d) =>
+    new Informer<CubePodTemplate>(gatewayCredentials, `${GROUP_PATH}/podtemplates`, {}, (t, d) =>
       templates.observe(t, d),
     ),
-    new Informer<PodWarmPool>(defaultCredentials, `${GROUP_PATH}/podwarmpools`, {}, (p, d) =>
+    new Informer<PodWarmPool>(gatewayCredentials, `${GROUP_PATH}/podwarmpools`, {}, (p, d) =>
       pools.observe(p, d),
     ),
     new Informer(
-      defaultCredentials,
+      gatewayCredentials,
       "/api/v1/secrets",
       { fieldSelector: `type=${API_KEY_SECRET_TYPE}` },
       (s, d) => keys.observe(s, d),

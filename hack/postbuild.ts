@@ -6,12 +6,14 @@
  *  - Pepr's own rules in the module's ClusterRole match what the module does (module-rbac.ts);
  *  - the provenance admission policy (provenance-policy.ts), for the module's ServiceAccount, is
  *    added to both;
+ *  - the gateway (gateway-deployment.ts), bundled by build-module.sh, is added to both;
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
  *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
  *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
  *    which corrupts the CA whenever its base64 contains one of them.
  * Fails when the build left no module YAML.
  */
+import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
@@ -23,6 +25,12 @@ import {
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
+import {
+  GATEWAY_VALUES,
+  GATEWAY_VALUES_SCHEMA,
+  gatewayChartTemplate,
+  gatewayDeployment,
+} from "./gateway-deployment";
 
 const dist = join(__dirname, "..", "dist");
 const uuid = cfg.pepr.uuid;
@@ -38,7 +46,19 @@ const hardened = docs.map(d => (isWebhookConfiguration(d) ? hardenWebhookConfigu
 const out = exposeMetrics(scopeModuleRbac(hardened), `${name}-watcher`);
 const policy = provenancePolicy(`system:serviceaccount:pepr-system:${name}`);
 const toYaml = (ds: unknown[]) => ds.map(d => stringify(d, { lineWidth: 0 })).join("---\n");
-writeFileSync(moduleYaml, toYaml([...out, ...policy]));
+const gatewayCode = join(dist, "cubepod-gateway.js");
+if (!existsSync(gatewayCode)) {
+  console.error(`postbuild: ${gatewayCode} is missing: the gateway's bundle failed`);
+  process.exit(1);
+}
+// Like Pepr's own API token, the key is made per build; replicas share it through the Secret.
+const gatewayInput = {
+  code: readFileSync(gatewayCode),
+  tokenKey: randomBytes(32).toString("hex"),
+  image: controllerImage(out),
+};
+const gateway = gatewayDeployment({ ...gatewayInput, ...GATEWAY_VALUES });
+writeFileSync(moduleYaml, toYaml([...out, ...policy, ...gateway]));
 
 const chartTemplates = join(dist, `${uuid}-chart`, "templates");
 const files: Record<string, string> = {
@@ -46,6 +66,8 @@ const files: Record<string, string> = {
   ValidatingWebhookConfiguration: "validation-webhook.yaml",
 };
 writeFileSync(join(chartTemplates, "provenance-policy.yaml"), toYaml(policy));
+writeFileSync(join(chartTemplates, "gateway.yaml"), gatewayChartTemplate(gatewayInput));
+addGatewayValues(join(dist, `${uuid}-chart`));
 for (const d of out.filter(isWebhookConfiguration)) {
   const path = join(chartTemplates, files[d.kind as string]);
   if (!existsSync(path)) continue;
@@ -73,8 +95,32 @@ if (!exposeMetricsInChart(join(dist, `${uuid}-chart`))) {
   process.exit(1);
 }
 console.log(
-  `postbuild: hardened webhooks, added the provenance policy, exposed :8081 in ${moduleYaml} and the Helm chart`,
+  `postbuild: hardened webhooks, added the provenance policy and the gateway, exposed :8081 in ${moduleYaml} and the Helm chart`,
 );
+
+/** The image the module's watcher runs: the gateway runs on it too. */
+function controllerImage(docs: Record<string, unknown>[]): string {
+  const watcher = docs.find(
+    d => d.kind === "Deployment" && (d.metadata as { name?: string })?.name === `${name}-watcher`,
+  ) as { spec: { template: { spec: { containers: { image: string }[] } } } } | undefined;
+  const image = watcher?.spec.template.spec.containers[0]?.image;
+  if (!image) {
+    console.error("postbuild: the module YAML has no watcher Deployment to take the image from");
+    process.exit(1);
+  }
+  return image;
+}
+
+/** The chart's `gateway` values, and their schema, which Pepr writes closed to unknown keys. */
+function addGatewayValues(chart: string): void {
+  const values = join(chart, "values.yaml");
+  writeFileSync(values, `${readFileSync(values, "utf8")}${stringify({ gateway: GATEWAY_VALUES })}`);
+  const schemaFile = join(chart, "values.schema.json");
+  if (!existsSync(schemaFile)) return;
+  const schema = JSON.parse(readFileSync(schemaFile, "utf8"));
+  schema.definitions.Values.properties.gateway = GATEWAY_VALUES_SCHEMA;
+  writeFileSync(schemaFile, `${JSON.stringify(schema, null, 2)}\n`);
+}
 
 /** Templating by whole lines only, so that no value (the caBundle) can be hit by accident. */
 function helmTemplate(yaml: string): string {

@@ -1,13 +1,14 @@
-import { execFile, execFileSync, spawn } from "node:child_process";
+import { execFile, execFileSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { createHash, randomBytes } from "node:crypto";
 import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from "e2b";
-import { cluster, CLUSTER_DIR, Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
+import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
 import { podTemplate } from "../../hack/lib/objects";
 import { ECHO_PORT, EnvdStandIn } from "../../hack/lib/envd-stand-in";
+import { startDeployedGateway } from "./deployed-gateway";
 
 /*
  * The gateway (started by `npm run up` on 127.0.0.1:8080) driven by the real E2B JS SDK, as an
@@ -247,22 +248,13 @@ describe("the E2B SDK against the gateway", () => {
 });
 
 describe("replicas, metrics", () => {
-  it("a second replica with the same key serves the sandboxes the first made", async () => {
+  it("a second replica, as the module manifest ships it, serves the sandboxes the first made", async () => {
+    // The bundle from the manifest's code Secret, with its ServiceAccount's RBAC only.
     const port = 18090;
-    const second = spawn("npx", ["tsx", join(ROOT, "gateway", "main.ts")], {
-      env: {
-        ...process.env,
-        KUBECONFIG,
-        CUBEPOD_GATEWAY_PORT: String(port),
-        CUBEPOD_GATEWAY_METRICS_PORT: String(port + 1),
-        CUBEPOD_GATEWAY_TOKEN_KEY: readFileSync(
-          join(CLUSTER_DIR, "gateway-token-key"),
-          "utf8",
-        ).trim(),
-      },
-      stdio: "ignore",
-      detached: true,
-    });
+    const second = startDeployedGateway(
+      port,
+      readFileSync(join(CLUSTER_DIR, "gateway-token-key"), "utf8").trim(),
+    );
     try {
       const other = `http://127.0.0.1:${port}`;
       for (let i = 0; i < 300; i++) {
@@ -275,14 +267,14 @@ describe("replicas, metrics", () => {
           break;
         await new Promise(r => setTimeout(r, 100));
       }
-      const sbx = await Sandbox.create("cold", as(keyA));
-      const there = await Sandbox.connect(sbx.sandboxId, {
-        ...as(keyA),
-        apiUrl: other,
-        sandboxUrl: other,
-      });
+      const deployed = { ...as(keyA), apiUrl: other, sandboxUrl: other };
+      const sbx = await Sandbox.create("base", deployed);
+      const there = await Sandbox.connect(sbx.sandboxId, as(keyA));
       expect((await there.commands.run("echo replica")).stdout).toBe("replica\n");
-      expect(await there.kill()).toBe(true);
+      expect(await Sandbox.pause(sbx.sandboxId, deployed)).toBe(true);
+      const back = await Sandbox.connect(sbx.sandboxId, deployed);
+      expect((await back.commands.run("echo back")).stdout).toBe("back\n");
+      expect(await back.kill()).toBe(true);
     } finally {
       process.kill(-second.pid!, "SIGTERM");
     }

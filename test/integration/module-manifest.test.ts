@@ -5,6 +5,7 @@ import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { MATCH_CONDITIONS } from "../../capabilities/admission/webhook-policy";
 import { KUBECONFIG, ROOT } from "../../hack/lib/kube";
+import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
 
 const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
 const chart = join(ROOT, "dist", "cubepod-chart");
@@ -50,6 +51,22 @@ describe("the deployable module manifest (npm run build)", () => {
     expect(out).toContain(
       "validatingadmissionpolicy.admissionregistration.k8s.io/cubepod-provenance-dryrun created (server dry run)",
     );
+    expect(out).toContain("deployment.apps/cubepod-gateway-dryrun created (server dry run)");
+    expect(out).toContain("service/cubepod-gateway-dryrun created (server dry run)");
+  });
+
+  it("runs the gateway on the module's own image, two replicas, with its own account", () => {
+    const docs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS());
+    const image = (name: string) =>
+      docs.find(d => d.kind === "Deployment" && d.metadata.name === name).spec.template.spec
+        .containers[0].image;
+    const gateway = docs.find(d => d.kind === "Deployment" && d.metadata.name === GATEWAY_NAME);
+    expect(gateway.spec.replicas).toBe(2);
+    expect(image(GATEWAY_NAME)).toBe(image("pepr-cubepod-watcher"));
+    expect(gateway.spec.template.spec.serviceAccountName).toBe(GATEWAY_NAME);
+    expect(
+      docs.find(d => d.kind === "ClusterRole" && d.metadata.name === GATEWAY_NAME).rules,
+    ).toEqual(GATEWAY_RULES);
   });
 
   it("carries the provenance policy for the module's ServiceAccount, in the chart too", () => {
@@ -92,9 +109,12 @@ describe("the deployable module manifest (npm run build)", () => {
 });
 
 describe("the Helm chart (npm run build), rendered by helm template", () => {
-  const docs = () =>
+  const docs = (...set: string[]) =>
     parseAllDocuments(
-      execFileSync(join(bin, "helm"), ["template", "cubepod", chart], { encoding: "utf8" }),
+      execFileSync(join(bin, "helm"), ["template", "cubepod", chart, ...set], {
+        encoding: "utf8",
+        stdio: ["ignore", "pipe", "pipe"],
+      }),
     )
       .map(d => d.toJS() as Doc | null)
       .filter((d): d is Doc => Boolean(d));
@@ -124,6 +144,22 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     ]);
   });
 
+  it("has the gateway, its replicas and domain from values, the same code as the module YAML", () => {
+    const gateway = (rendered: Doc[]) =>
+      rendered.find(d => d.kind === "Deployment" && d.metadata.name === GATEWAY_NAME)!;
+    const env = (d: Doc) =>
+      Object.fromEntries(d.spec.template.spec.containers[0].env.map((e: Doc) => [e.name, e.value]));
+    expect(gateway(docs()).spec.replicas).toBe(2);
+    const set = gateway(docs("--set", "gateway.replicas=3", "--set", "gateway.domain=sbx.example"));
+    expect(set.spec.replicas).toBe(3);
+    expect(env(set).CUBEPOD_GATEWAY_DOMAIN).toBe("sbx.example");
+    expect(() => docs("--set", "gateway.replica=3")).toThrow(/additional properties|replica/);
+    const code = (rendered: Doc[]) =>
+      rendered.find(d => d.kind === "Secret" && d.metadata.name === `${GATEWAY_NAME}-code`)!.data;
+    const moduleDocs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS());
+    expect(code(docs())).toEqual(code(moduleDocs));
+  });
+
   it("is accepted by the API server, webhooks with their match conditions included", () => {
     const rendered = docs();
     const webhooks = rendered.filter(
@@ -137,6 +173,7 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     }
     const out = dryRun(rendered);
     expect(out).toContain("deployment.apps/pepr-cubepod-watcher-dryrun created (server dry run)");
+    expect(out).toContain("deployment.apps/cubepod-gateway-dryrun created (server dry run)");
     expect(out).toContain("service/pepr-cubepod-watcher-metrics-dryrun created (server dry run)");
   });
 });

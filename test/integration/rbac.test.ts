@@ -4,6 +4,7 @@ import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { auditEvents } from "../../hack/lib/audit";
 import { Obj, ROOT } from "../../hack/lib/kube";
+import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
 
 /*
  * The module's ClusterRole, as `npm run build` writes it, against what the module did while the
@@ -96,5 +97,30 @@ describe("the module's ClusterRole, against the audit log", () => {
       execFileSync(helm, ["template", "cubepod", chart], { encoding: "utf8" }),
     ).map(d => d.toJS() as Obj);
     expect(grants(clusterRole(rendered).rules)).toEqual(granted);
+  });
+});
+
+describe("the gateway's ClusterRole, against the audit log", () => {
+  // Its requests are those of the replica gateway.test.ts runs as the manifest's ServiceAccount.
+  const user = `system:serviceaccount:pepr-system:${GATEWAY_NAME}`;
+  const granted = grants(GATEWAY_RULES);
+  const rarelyUsed: Record<string, string> = {
+    "get pod.cubeplex.ai/podtemplates": "a template its watch has not delivered yet is read once",
+  };
+  const used = () => {
+    const out = new Set<string>();
+    const since = process.env.CUBEPOD_TEST_RUN_STARTED ?? "";
+    for (const e of auditEvents(user)) {
+      if (e.user?.username !== user || !e.objectRef?.resource || e.stageTimestamp < since) continue;
+      const { apiGroup = "", resource, subresource } = e.objectRef;
+      out.add(`${e.verb} ${apiGroup}/${resource}${subresource ? `/${subresource}` : ""}`);
+    }
+    return out;
+  };
+
+  it("grants every request the gateway sent, and nothing it did not use", () => {
+    const seen = used();
+    expect([...seen].filter(u => !granted.has(u))).toEqual([]);
+    expect([...granted].filter(g => !seen.has(g) && !(g in rarelyUsed))).toEqual([]);
   });
 });

@@ -1,0 +1,199 @@
+import { createHash } from "node:crypto";
+import { gzipSync } from "node:zlib";
+import { stringify } from "yaml";
+
+/**
+ * The gateway as the module manifest and the Helm chart install it: its bundled code in a Secret,
+ * run by Node on the controller image the module's own Deployments use, so that no image beyond
+ * Pepr's is needed.
+ */
+export const GATEWAY_NAME = "cubepod-gateway";
+const NAMESPACE = "pepr-system";
+const PORT = 8080;
+const METRICS_PORT = 8082;
+const CODE_DIR = "/app/gateway";
+const CODE_FILE = "gateway.js.gz";
+const LABELS = { "app.kubernetes.io/name": "cubepod", "app.kubernetes.io/component": "gateway" };
+const UID = 65532;
+
+/**
+ * Runs the gzipped bundle from the mounted Secret with the image's Node. A Secret holds at most
+ * 1 MiB and the bundle is larger unzipped; `new Function` runs it with this process's `require`.
+ */
+export const LOADER = [
+  `const f=require("fs"),z=require("zlib"),p=${JSON.stringify(`${CODE_DIR}/${CODE_FILE}`)};`,
+  `new Function("require","module","exports","__filename","__dirname",`,
+  `z.gunzipSync(f.readFileSync(p)).toString())(require,module,exports,p,${JSON.stringify(CODE_DIR)})`,
+].join("");
+
+export type GatewayDeploymentInput = {
+  /** The bundle (`dist/cubepod-gateway.js`). */
+  code: Buffer;
+  /** The token key every replica shares (CUBEPOD_GATEWAY_TOKEN_KEY). */
+  tokenKey: string;
+  image: string;
+  replicas: number;
+  domain: string;
+};
+
+/**
+ * What the gateway may do, and nothing more: PodBoxes are its sandboxes; templates and pools it
+ * reads to choose warm or cold; Secrets it lists and watches for API keys (RBAC cannot narrow
+ * that to the key type: the watch asks only for `type=pod.cubeplex.ai/api-key`).
+ */
+export const GATEWAY_RULES = [
+  {
+    apiGroups: ["pod.cubeplex.ai"],
+    resources: ["podboxes"],
+    verbs: ["list", "watch", "create", "patch", "delete"],
+  },
+  { apiGroups: ["pod.cubeplex.ai"], resources: ["podtemplates"], verbs: ["get", "list", "watch"] },
+  { apiGroups: ["pod.cubeplex.ai"], resources: ["podwarmpools"], verbs: ["list", "watch"] },
+  { apiGroups: [""], resources: ["secrets"], verbs: ["list", "watch"] },
+];
+
+/** The gateway's objects: ServiceAccount, ClusterRole and binding, Secrets, Deployment, Service. */
+export function gatewayDeployment(input: GatewayDeploymentInput): Record<string, unknown>[] {
+  const zipped = gzipSync(input.code, { level: 9 });
+  const meta = (name: string, namespaced = true) => ({
+    name,
+    ...(namespaced ? { namespace: NAMESPACE } : {}),
+    labels: LABELS,
+  });
+  return [
+    { apiVersion: "v1", kind: "ServiceAccount", metadata: meta(GATEWAY_NAME) },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRole",
+      metadata: meta(GATEWAY_NAME, false),
+      rules: GATEWAY_RULES,
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "ClusterRoleBinding",
+      metadata: meta(GATEWAY_NAME, false),
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "ClusterRole", name: GATEWAY_NAME },
+      subjects: [{ kind: "ServiceAccount", name: GATEWAY_NAME, namespace: NAMESPACE }],
+    },
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: meta(`${GATEWAY_NAME}-code`),
+      type: "Opaque",
+      data: { [CODE_FILE]: zipped.toString("base64") },
+    },
+    {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: meta(`${GATEWAY_NAME}-token-key`),
+      type: "Opaque",
+      data: { key: Buffer.from(input.tokenKey).toString("base64") },
+    },
+    {
+      apiVersion: "apps/v1",
+      kind: "Deployment",
+      metadata: meta(GATEWAY_NAME),
+      spec: {
+        replicas: input.replicas,
+        selector: { matchLabels: LABELS },
+        template: {
+          metadata: {
+            labels: LABELS,
+            // A new bundle rolls the Pods.
+            annotations: {
+              "pod.cubeplex.ai/gateway-code": createHash("sha256")
+                .update(zipped)
+                .digest("hex")
+                .slice(0, 16),
+            },
+          },
+          spec: {
+            serviceAccountName: GATEWAY_NAME,
+            securityContext: { runAsUser: UID, runAsGroup: UID, runAsNonRoot: true },
+            containers: [
+              {
+                name: "gateway",
+                image: input.image,
+                imagePullPolicy: "IfNotPresent",
+                // The image's entrypoint is Node, as for the module's own containers.
+                args: ["-e", LOADER],
+                env: [
+                  { name: "CUBEPOD_GATEWAY_HOST", value: "0.0.0.0" },
+                  { name: "CUBEPOD_GATEWAY_PORT", value: String(PORT) },
+                  { name: "CUBEPOD_GATEWAY_METRICS_PORT", value: String(METRICS_PORT) },
+                  { name: "CUBEPOD_GATEWAY_DOMAIN", value: input.domain },
+                  {
+                    name: "CUBEPOD_GATEWAY_TOKEN_KEY",
+                    valueFrom: { secretKeyRef: { name: `${GATEWAY_NAME}-token-key`, key: "key" } },
+                  },
+                ],
+                ports: [
+                  { name: "http", containerPort: PORT, protocol: "TCP" },
+                  { name: "metrics", containerPort: METRICS_PORT, protocol: "TCP" },
+                ],
+                readinessProbe: { httpGet: { path: "/healthz", port: METRICS_PORT } },
+                livenessProbe: {
+                  httpGet: { path: "/healthz", port: METRICS_PORT },
+                  initialDelaySeconds: 30,
+                },
+                resources: {
+                  requests: { cpu: "100m", memory: "128Mi" },
+                  limits: { memory: "512Mi" },
+                },
+                securityContext: {
+                  allowPrivilegeEscalation: false,
+                  readOnlyRootFilesystem: true,
+                  capabilities: { drop: ["ALL"] },
+                },
+                volumeMounts: [{ name: "code", mountPath: CODE_DIR, readOnly: true }],
+              },
+            ],
+            volumes: [{ name: "code", secret: { secretName: `${GATEWAY_NAME}-code` } }],
+          },
+        },
+      },
+    },
+    {
+      apiVersion: "v1",
+      kind: "Service",
+      metadata: meta(GATEWAY_NAME),
+      spec: {
+        selector: LABELS,
+        ports: [
+          { name: "http", port: 80, targetPort: "http", protocol: "TCP" },
+          { name: "metrics", port: METRICS_PORT, targetPort: "metrics", protocol: "TCP" },
+        ],
+      },
+    },
+  ];
+}
+
+/** The chart's values for the gateway, and their schema (Pepr's schema refuses unknown keys). */
+export const GATEWAY_VALUES = { replicas: 2, domain: "cubepod.localhost" };
+export const GATEWAY_VALUES_SCHEMA = {
+  type: "object",
+  additionalProperties: false,
+  properties: {
+    replicas: { type: "integer", minimum: 0 },
+    domain: { type: "string" },
+  },
+};
+
+/**
+ * The chart template: the same objects, with the replica count, domain and image taken from
+ * values by whole lines (the code's base64 is never touched).
+ */
+export function gatewayChartTemplate(input: Omit<GatewayDeploymentInput, "replicas" | "domain">) {
+  const docs = gatewayDeployment({ ...input, replicas: -1, domain: "@@domain@@" });
+  return docs
+    .map(d => stringify(d, { lineWidth: 0 }))
+    .join("---\n")
+    .split("\n")
+    .map(line =>
+      line
+        .replace(/^(\s*replicas: )-1$/, "$1{{ .Values.gateway.replicas }}")
+        .replace(/^(\s*value: )"?@@domain@@"?$/, "$1{{ .Values.gateway.domain | quote }}")
+        .replace(/^(\s*image: ).*$/, "$1{{ .Values.watcher.image }}"),
+    )
+    .join("\n");
+}

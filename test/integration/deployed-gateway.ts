@@ -1,0 +1,75 @@
+import { ChildProcess, execFileSync, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { parseAllDocuments, stringify } from "yaml";
+import { GATEWAY_NAME, LOADER } from "../../hack/gateway-deployment";
+import { CLUSTER_DIR, credentialsOf, KUBECONFIG, Obj, ROOT } from "../../hack/lib/kube";
+
+const bin = join(
+  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
+  "bin",
+);
+const SA_DIR = "/run/secrets/kubernetes.io/serviceaccount";
+
+/** The gateway's objects from the built module manifest (built when missing). */
+export function gatewayDocs(): Obj[] {
+  const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
+  if (!existsSync(manifest))
+    execFileSync("bash", [join(ROOT, "hack", "build-module.sh")], { stdio: "ignore" });
+  return parseAllDocuments(readFileSync(manifest, "utf8"))
+    .map(d => d.toJS() as Obj)
+    .filter(d => d?.metadata?.labels?.["app.kubernetes.io/component"] === "gateway");
+}
+
+/**
+ * Runs the gateway as the module manifest ships it: its ServiceAccount, ClusterRole and binding
+ * applied for real; the container's loader run on the code Secret's content; the in-cluster
+ * credentials of a token for that ServiceAccount, mounted where the kubelet mounts them (in a
+ * private mount namespace, so the machine's /run is untouched). Returns the process (kill its
+ * group to stop it).
+ */
+export function startDeployedGateway(port: number, tokenKey: string): ChildProcess {
+  const docs = gatewayDocs();
+  const dir = mkdtempSync(join(tmpdir(), "cubepod-gw-"));
+  const access = docs.filter(d =>
+    ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"].includes(d.kind),
+  );
+  const kubectl = (...args: string[]) =>
+    execFileSync(join(bin, "kubectl"), args, {
+      encoding: "utf8",
+      env: { ...process.env, KUBECONFIG },
+    });
+  writeFileSync(join(dir, "access.yaml"), access.map(d => stringify(d)).join("---\n"));
+  try {
+    kubectl("get", "namespace", "pepr-system");
+  } catch {
+    kubectl("create", "namespace", "pepr-system");
+  }
+  kubectl("apply", "-f", join(dir, "access.yaml"));
+  writeFileSync(join(dir, "token"), kubectl("create", "token", GATEWAY_NAME, "-n", "pepr-system"));
+  writeFileSync(join(dir, "ca.crt"), readFileSync(join(CLUSTER_DIR, "pki", "ca.crt")));
+  const code = docs.find(d => d.kind === "Secret" && d.metadata.name === `${GATEWAY_NAME}-code`)!;
+  writeFileSync(join(dir, "gateway.js.gz"), Buffer.from(code.data["gateway.js.gz"], "base64"));
+  const server = new URL(credentialsOf().server);
+  const mountAndRun = [
+    `mount -t tmpfs tmpfs /run`,
+    `mkdir -p ${SA_DIR}`,
+    `cp "$DIR/token" "$DIR/ca.crt" ${SA_DIR}/`,
+    `exec node -e "$LOADER"`,
+  ].join(" && ");
+  return spawn("unshare", ["-m", "--propagation", "private", "sh", "-c", mountAndRun], {
+    env: {
+      PATH: process.env.PATH,
+      DIR: dir,
+      LOADER: LOADER.replaceAll("/app/gateway", dir),
+      KUBERNETES_SERVICE_HOST: server.hostname,
+      KUBERNETES_SERVICE_PORT: server.port,
+      CUBEPOD_GATEWAY_PORT: String(port),
+      CUBEPOD_GATEWAY_METRICS_PORT: String(port + 1),
+      CUBEPOD_GATEWAY_TOKEN_KEY: tokenKey,
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+    detached: true,
+  });
+}
