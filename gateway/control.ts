@@ -28,7 +28,11 @@ import {
   notFound,
   sandbox,
   stateOf,
+  templateOf,
   timeoutSchema,
+  ENV_VARS_SECRET_TYPE,
+  envVarsOf,
+  envVarsSecretName,
 } from "./e2b";
 import type { NamespacedCache, SandboxIndex } from "./sandboxes";
 
@@ -96,18 +100,17 @@ export class ControlApi {
   async fork(ns: string, id: string, body: unknown): Promise<Answer> {
     const input = parse(forkSchema, body ?? {});
     const parent = this.#own(ns, id);
-    const templateID =
-      parent.spec?.templateRef ??
-      parent.status?.templateName ??
-      parent.metadata?.annotations?.[ANNOTATION_TEMPLATE];
+    const templateID = templateOf(parent);
     if (!templateID) throw new ApiError(409, `sandbox "${id}" has no template to fork with yet`);
     const annotations = {
       [ANNOTATION_TEMPLATE]: parent.metadata?.annotations?.[ANNOTATION_TEMPLATE] ?? templateID,
       [ANNOTATION_METADATA]: parent.metadata?.annotations?.[ANNOTATION_METADATA] ?? "{}",
     };
+    // A fork's daemon gets its parent's environment, as E2B's fork copies it with the memory.
+    const envVars = await this.#keptEnvVars(ns, id);
     const forks = await Promise.all(
       Array.from({ length: input.count ?? 1 }, () =>
-        this.#make(ns, { templateRef: templateID, forkFrom: id }, annotations, input, {}).then(
+        this.#make(ns, { templateRef: templateID, forkFrom: id }, annotations, input, envVars).then(
           sandbox => ({ sandbox }),
           e => ({ error: (e instanceof ApiError ? e : new ApiError(500, String(e))).body() }),
         ),
@@ -139,9 +142,13 @@ export class ControlApi {
         ...(lifetime.autoPause ? { onExpiry: "Pause" } : {}),
       },
     };
-    await this.client.create(paths.podBoxes(ns), box);
+    const created = await this.client.create<PodBox>(paths.podBoxes(ns), box as PodBox);
     try {
-      return await this.#start(ns, id, envVars);
+      const [started] = await Promise.all([
+        this.#start(ns, id, envVars),
+        this.#keepEnvVars(created, envVars),
+      ]);
+      return started;
     } catch (e) {
       await this.client.delete(paths.podBoxes(ns, id)).catch(() => undefined);
       throw e;
@@ -185,7 +192,7 @@ export class ControlApi {
         metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()) } },
         spec: { desiredState: "Running", expiresAt: endAt(seconds) },
       });
-      return this.#start(ns, id, {});
+      return this.#start(ns, id, await this.#keptEnvVars(ns, id));
     })().finally(() => this.#resuming.delete(key));
     this.#resuming.set(key, run);
     return run;
@@ -237,7 +244,7 @@ export class ControlApi {
     return {
       status: 200,
       body: {
-        ...listedSandbox(box),
+        ...listedSandbox(box, this.#templateOf(box)),
         envdAccessToken: accessToken(this.config.tokenKey, box),
         domain: this.config.domain,
         lifecycle: {
@@ -282,11 +289,46 @@ export class ControlApi {
     const more = from >= 0 && from + limit < all.length;
     return {
       status: 200,
-      body: page.map(listedSandbox),
+      body: page.map(b => listedSandbox(b, this.#templateOf(b))),
       headers: more
         ? { "X-Next-Token": Buffer.from(order(page[page.length - 1])).toString("base64url") }
         : {},
     };
+  }
+
+  /**
+   * Keeps a create's envVars for the daemon of every resume, which starts anew: in a Secret (they
+   * often carry credentials), owned by the box so that it goes with it.
+   */
+  async #keepEnvVars(box: PodBox, envVars: Record<string, string>): Promise<void> {
+    if (Object.keys(envVars).length === 0) return;
+    const { namespace, name, uid } = box.metadata!;
+    await this.client.create(paths.secrets(namespace!), {
+      apiVersion: "v1",
+      kind: "Secret",
+      metadata: {
+        name: envVarsSecretName(name!),
+        ownerReferences: [{ apiVersion: API_VERSION, kind: "PodBox", name: name!, uid: uid! }],
+      },
+      type: ENV_VARS_SECRET_TYPE,
+      data: { envVars: Buffer.from(JSON.stringify(envVars)).toString("base64") },
+    });
+  }
+
+  /** The envVars a create kept for the box now named `id` (its own: owned by its UID). */
+  async #keptEnvVars(ns: string, id: string): Promise<Record<string, string>> {
+    type Kept = { metadata?: { ownerReferences?: { uid: string }[] }; data?: { envVars?: string } };
+    const kept = await this.client.get<Kept>(paths.secrets(ns, envVarsSecretName(id)));
+    const uid = this.boxes.get(ns, id)?.metadata?.uid;
+    if (!kept?.data?.envVars || !kept.metadata?.ownerReferences?.some(o => o.uid === uid)) {
+      return {};
+    }
+    return envVarsOf(Buffer.from(kept.data.envVars, "base64").toString("utf8"));
+  }
+
+  #templateOf(box: PodBox): CubePodTemplate | undefined {
+    const name = templateOf(box);
+    return name ? this.templates.get(box.metadata!.namespace!, name) : undefined;
   }
 
   /** The box of that ID in the key's namespace, as the watch last showed it; else 404. */

@@ -1,7 +1,8 @@
 import { createHmac, randomBytes } from "node:crypto";
 import { z } from "zod";
 import { GROUP } from "../capabilities/api/common";
-import type { PodBox } from "../capabilities/api/kinds";
+import type { CubePodTemplate, PodBox } from "../capabilities/api/kinds";
+import { quantityValue } from "../capabilities/api/quantity";
 
 /**
  * E2B's wire format, as the SDKs use it (../shared/notes/e2b.md): request bodies, the sandbox
@@ -22,6 +23,20 @@ export const ANNOTATION_TEMPLATE = `${GROUP}/sandbox-template`;
 export const ANNOTATION_AUTO_RESUME = `${GROUP}/sandbox-auto-resume`;
 /** The sandbox's timeout in seconds, as created: the lifetime an auto-resume gives it again. */
 export const ANNOTATION_TIMEOUT = `${GROUP}/sandbox-timeout`;
+
+/** The Secret that keeps a sandbox's envVars for its resumes, and its type. */
+export const envVarsSecretName = (id: string) => `${id}-envs`;
+export const ENV_VARS_SECRET_TYPE = `${GROUP}/sandbox-envs`;
+
+/** Kept envVars, read back; anything but a map of strings reads as none. */
+export function envVarsOf(json: string): Record<string, string> {
+  try {
+    const parsed = z.record(z.string(), z.string()).safeParse(JSON.parse(json));
+    return parsed.success ? parsed.data : {};
+  } catch {
+    return {};
+  }
+}
 
 /** A sandbox ID as E2B writes them: lowercase letters and digits. */
 export const SANDBOX_ID = /^[a-z0-9]+$/;
@@ -138,8 +153,34 @@ export function endpointOf(box: PodBox): { ip: string; envdPort: number } | unde
   return { ip: box.status.podIP, envdPort: Number(new URL(box.status.poddURL).port) };
 }
 
+/** The PodTemplate a sandbox's box was made from (its pool's, for a warm claim). */
+export function templateOf(box: PodBox): string | undefined {
+  return (
+    box.spec?.templateRef ??
+    box.status?.templateName ??
+    box.metadata?.annotations?.[ANNOTATION_TEMPLATE]
+  );
+}
+
+/**
+ * What E2B reports of a sandbox's size, from its template: whole CPUs (the limit, else the
+ * request, rounded up), memory in MiB (likewise), and its two volumes together in MiB; 0 for
+ * what the template leaves unset.
+ */
+export function resourcesOf(template: CubePodTemplate | undefined) {
+  const spec = template?.spec;
+  const amount = (name: string) =>
+    quantityValue(spec?.resources?.limits?.[name] ?? spec?.resources?.requests?.[name] ?? "0") ?? 0;
+  const mib = (q: string | undefined) => (quantityValue(q ?? "0") ?? 0) / 2 ** 20;
+  return {
+    cpuCount: Math.ceil(amount("cpu")),
+    memoryMB: Math.ceil(amount("memory") / 2 ** 20),
+    diskSizeMB: Math.ceil(mib(spec?.rootfs?.size) + mib(spec?.workspace?.size)),
+  };
+}
+
 /** The fields `ListedSandbox` and `SandboxDetail` share. */
-export function listedSandbox(box: PodBox) {
+export function listedSandbox(box: PodBox, template?: CubePodTemplate) {
   const started = box.metadata?.creationTimestamp ?? new Date();
   const endAt =
     box.spec?.expiresAt ??
@@ -152,9 +193,7 @@ export function listedSandbox(box: PodBox) {
     endAt: iso(endAt),
     state: stateOf(box),
     metadata: metadataOf(box),
-    cpuCount: 0,
-    memoryMB: 0,
-    diskSizeMB: 0,
+    ...resourcesOf(template),
     envdVersion: ENVD_VERSION,
   };
 }

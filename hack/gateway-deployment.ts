@@ -39,7 +39,8 @@ export type GatewayDeploymentInput = {
 /**
  * What the gateway may do, and nothing more: PodBoxes are its sandboxes; templates and pools it
  * reads to choose warm or cold; Secrets it lists and watches for API keys (RBAC cannot narrow
- * that to the key type: the watch asks only for `type=pod.cubeplex.ai/api-key`).
+ * that to the key type: the watch asks only for `type=pod.cubeplex.ai/api-key`), and creates and
+ * reads to keep a sandbox's envVars for its resumes.
  */
 export const GATEWAY_RULES = [
   {
@@ -49,7 +50,7 @@ export const GATEWAY_RULES = [
   },
   { apiGroups: ["pod.cubeplex.ai"], resources: ["podtemplates"], verbs: ["get", "list", "watch"] },
   { apiGroups: ["pod.cubeplex.ai"], resources: ["podwarmpools"], verbs: ["list", "watch"] },
-  { apiGroups: [""], resources: ["secrets"], verbs: ["list", "watch"] },
+  { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create"] },
 ];
 
 /** The gateway's objects: ServiceAccount, ClusterRole and binding, Secrets, Deployment, Service. */

@@ -4,7 +4,7 @@ import { API_VERSION } from "../api/common";
 export const GROUP_PATH = `/apis/${API_VERSION}`;
 const GROUP = GROUP_PATH;
 
-/** Namespaced collection and object paths of the kinds the module reads and writes. */
+/** Namespaced collection and object paths of the kinds the module and the gateway write. */
 const path = (base: string, plural: string) => (namespace: string, name?: string) =>
   `${base}/namespaces/${namespace}/${plural}${name ? `/${encodeURIComponent(name)}` : ""}`;
 
@@ -12,6 +12,7 @@ export const paths = {
   pods: path("/api/v1", "pods"),
   pvcs: path("/api/v1", "persistentvolumeclaims"),
   events: path("/api/v1", "events"),
+  secrets: path("/api/v1", "secrets"),
   podBoxes: path(GROUP, "podboxes"),
   podWarmPools: path(GROUP, "podwarmpools"),
   podTemplates: path(GROUP, "podtemplates"),

@@ -1,4 +1,6 @@
+import { createHash } from "node:crypto";
 import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import { Kube, paths } from "./kube";
 
 /** What one sandbox's stand-in was told by the gateway's `/init`. */
@@ -11,7 +13,9 @@ export const ECHO_PORT = 8000;
  * A stand-in for podd while sandboxes run on kwok, which runs no containers (the tests, and the
  * demo of `npm run dev`): it plays each sandbox's daemon (E2B's envd) on its Pod's loopback IP: `GET /health`, `POST /init`, and Connect's `process.Process/Start` (server
  * streaming, JSON) enough for the SDK's `commands.run`, checking `X-Access-Token` as envd does;
- * plus an echo server on {@link ECHO_PORT}. It follows the Pods of the namespaces it is given.
+ * plus, on {@link ECHO_PORT}, an echo of each request, a sink (`POST /sink`: the size and SHA-256
+ * of what it read, streamed) and a WebSocket echo of text messages. It follows the Pods of the
+ * namespaces it is given.
  */
 export class EnvdStandIn {
   readonly inits = new Map<string, Init>();
@@ -51,10 +55,12 @@ export class EnvdStandIn {
   #serve(ip: string): void {
     const envd = createServer((req, res) => void this.#envd(ip, req, res));
     const echo = createServer(async (req, res) => {
+      if (req.method === "POST" && req.url === "/sink") return sink(req, res);
       const body = (await bytes(req)).toString();
       res.writeHead(200, { "Content-Type": "application/json" });
       res.end(JSON.stringify({ ip, method: req.method, url: req.url, body, headers: req.headers }));
     });
+    echo.on("upgrade", (req: IncomingMessage, socket: Duplex) => webSocketEcho(req, socket));
     envd.listen(49983, ip);
     echo.listen(ECHO_PORT, ip);
     this.#servers.set(ip, [envd, echo]);
@@ -90,6 +96,40 @@ export class EnvdStandIn {
     res.writeHead(404, { "Content-Type": "application/json" });
     res.end(JSON.stringify({ code: 404, message: `stand-in has no ${path}` }));
   }
+}
+
+function sink(req: IncomingMessage, res: ServerResponse): void {
+  const hash = createHash("sha256");
+  let size = 0;
+  req.on("data", (c: Buffer) => {
+    size += c.length;
+    hash.update(c);
+  });
+  req.on("end", () => {
+    res.writeHead(200, { "Content-Type": "application/json" });
+    res.end(JSON.stringify({ bytes: size, sha256: hash.digest("hex") }));
+  });
+}
+
+/** RFC 6455's handshake, then each short masked text frame sent back unmasked. */
+function webSocketEcho(req: IncomingMessage, socket: Duplex): void {
+  const accept = createHash("sha1")
+    .update(`${req.headers["sec-websocket-key"]}258EAFA5-E914-47DA-95CA-C5AB0DC85B11`)
+    .digest("base64");
+  socket.write(
+    "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n" +
+      `Sec-WebSocket-Accept: ${accept}\r\n\r\n`,
+  );
+  socket.on("data", (frame: Buffer) => {
+    const opcode = frame[0] & 0x0f;
+    const length = frame[1] & 0x7f;
+    if (opcode === 0x8) return void socket.end(Buffer.from([0x88, 0]));
+    if (opcode !== 0x1 || length > 125) return void socket.destroy();
+    const mask = frame.subarray(2, 6);
+    const payload = frame.subarray(6, 6 + length).map((b, i) => b ^ mask[i % 4]);
+    socket.write(Buffer.concat([Buffer.from([0x81, length]), payload]));
+  });
+  socket.on("error", () => socket.destroy());
 }
 
 function bytes(req: IncomingMessage): Promise<Buffer> {

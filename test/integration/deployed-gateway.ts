@@ -73,3 +73,16 @@ export function startDeployedGateway(port: number, tokenKey: string): ChildProce
     detached: true,
   });
 }
+
+/** Resolves once a gateway answers on the port. */
+export async function untilServing(port: number): Promise<void> {
+  for (let i = 0; i < 300; i++) {
+    const up = await fetch(`http://127.0.0.1:${port}/sandboxes`).then(
+      () => true,
+      () => false,
+    );
+    if (up) return;
+    await new Promise(r => setTimeout(r, 100));
+  }
+  throw new Error(`no gateway answered on 127.0.0.1:${port}`);
+}

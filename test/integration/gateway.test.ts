@@ -5,10 +5,11 @@ import { request as httpRequest } from "node:http";
 import { join } from "node:path";
 import { promisify } from "node:util";
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from "e2b";
+import { WebSocket } from "undici";
 import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { podTemplate } from "../../hack/lib/objects";
+import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { ECHO_PORT, EnvdStandIn } from "../../hack/lib/envd-stand-in";
-import { startDeployedGateway } from "./deployed-gateway";
+import { startDeployedGateway, untilServing } from "./deployed-gateway";
 
 /*
  * The gateway (started by `npm run up` on 127.0.0.1:8080) driven by the real E2B JS SDK, as an
@@ -65,7 +66,10 @@ beforeAll(async () => {
   nsB = await kube.namespace("it-gw-b");
   for (const ns of [nsA, nsB]) {
     await kube.mustCreate(paths.podtemplates(ns), podTemplate("base"));
-    await kube.mustCreate(paths.podtemplates(ns), podTemplate("cold"));
+    await kube.mustCreate(
+      paths.podtemplates(ns),
+      podTemplate("cold", { ...TEMPLATE, resources: { limits: { cpu: "1500m", memory: "1Gi" } } }),
+    );
   }
   await kube.mustCreate(paths.podwarmpools(nsA), {
     apiVersion: "pod.cubeplex.ai/v1alpha1",
@@ -113,24 +117,37 @@ describe("the E2B SDK against the gateway", () => {
     const sbx = await Sandbox.create("cold", as(keyA));
     const box = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body;
     expect(box.spec).toEqual(expect.objectContaining({ templateRef: "cold" }));
+    // Its size, from the template: CPUs and memory from the limits, both volumes' sizes.
+    const volumes = (await kube.get(paths.podtemplates(nsA, "cold"))).body.spec;
+    const info = await raw("GET", `/sandboxes/${sbx.sandboxId}`, { "X-API-Key": keyA });
+    expect(info.body).toMatchObject({
+      cpuCount: 2,
+      memoryMB: 1024,
+      diskSizeMB: (parseInt(volumes.rootfs.size) + parseInt(volumes.workspace.size)) * 1024,
+    });
     const result = await sbx.commands.run("pause 3000; echo late");
     expect(result.stdout).toBe("late\n");
     await sbx.kill();
   });
 
-  it("pauses (409 the second time), resumes on connect, and sets the timeout", async () => {
-    const sbx = await Sandbox.create("cold", as(keyA));
+  it("pauses (409 the second time), resumes on connect with its envVars, and sets the timeout", async () => {
+    const sbx = await Sandbox.create("cold", { ...as(keyA), envs: { TOKEN: "kept" } });
     expect(await sbx.pause()).toBe(true);
     expect((await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body.status.phase).toBe("Paused");
     expect((await Sandbox.getInfo(sbx.sandboxId, as(keyA))).state).toBe("paused");
     expect(await Sandbox.pause(sbx.sandboxId, as(keyA))).toBe(false);
     const resumed = await Sandbox.connect(sbx.sandboxId, as(keyA));
     expect((await resumed.commands.run("echo back")).stdout).toBe("back\n");
+    // The resumed daemon starts anew: it gets the create's envVars again, kept in a Secret.
+    const pod = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body.status.podIP;
+    expect(standIn.inits.get(pod)!.envVars).toEqual({ TOKEN: "kept" });
     expect((await resumed.getInfo()).state).toBe("running");
     await resumed.setTimeout(3_600_000);
     const endAt = (await resumed.getInfo()).endAt.getTime();
     expect(endAt).toBeGreaterThan(Date.now() + 3_500_000);
     await resumed.kill();
+    // The Secret goes with the box (it is the box's).
+    await kube.waitFor(`/api/v1/namespaces/${nsA}/secrets/${sbx.sandboxId}-envs`, o => !o);
   });
 
   it("resumes a paused sandbox created with autoResume on its own traffic, and no other", async () => {
@@ -256,24 +273,17 @@ describe("replicas, metrics", () => {
       readFileSync(join(CLUSTER_DIR, "gateway-token-key"), "utf8").trim(),
     );
     try {
+      await untilServing(port);
       const other = `http://127.0.0.1:${port}`;
-      for (let i = 0; i < 300; i++) {
-        if (
-          await fetch(`${other}/sandboxes`).then(
-            () => true,
-            () => false,
-          )
-        )
-          break;
-        await new Promise(r => setTimeout(r, 100));
-      }
       const deployed = { ...as(keyA), apiUrl: other, sandboxUrl: other };
-      const sbx = await Sandbox.create("base", deployed);
+      const sbx = await Sandbox.create("base", { ...deployed, envs: { REPLICA: "b" } });
       const there = await Sandbox.connect(sbx.sandboxId, as(keyA));
       expect((await there.commands.run("echo replica")).stdout).toBe("replica\n");
       expect(await Sandbox.pause(sbx.sandboxId, deployed)).toBe(true);
       const back = await Sandbox.connect(sbx.sandboxId, deployed);
       expect((await back.commands.run("echo back")).stdout).toBe("back\n");
+      const ip = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body.status.podIP;
+      expect(standIn.inits.get(ip)!.envVars).toEqual({ REPLICA: "b" });
       expect(await back.kill()).toBe(true);
     } finally {
       process.kill(-second.pid!, "SIGTERM");
@@ -399,5 +409,121 @@ describe("the gateway's own answers to bad or hostile requests", () => {
     expect((await raw("GET", "/nowhere", auth)).body).toMatchObject({ code: 404 });
     expect((await raw("GET", "/sandboxes", {})).body).toMatchObject({ code: 401 });
     expect(((await kube.get(paths.podboxes(nsA))).body.items as Obj[]).length).toBe(before);
+  });
+});
+
+describe("streams through the proxy", () => {
+  let sbx: Sandbox;
+  let quietForAMinute: Promise<{ stdout: string }>;
+  const toEcho = (id: string) => ({ "E2b-Sandbox-Id": id, "E2b-Sandbox-Port": String(ECHO_PORT) });
+
+  beforeAll(async () => {
+    sbx = await Sandbox.create("cold", { ...as(keyA), timeoutMs: 600_000 });
+    // Quiet for over a minute, while the tests below run; awaited by the last one.
+    quietForAMinute = sbx.commands.run("pause 65000; echo after a minute", {
+      timeoutMs: 0,
+      requestTimeoutMs: 0,
+    });
+  });
+  afterAll(async () => {
+    await sbx.kill();
+  });
+
+  it("uploads a gibibyte to a sandbox's port, streamed, not held by the gateway", async () => {
+    const rss = async () =>
+      Number(
+        /^process_resident_memory_bytes (\d+)/m.exec(
+          await (await fetch("http://127.0.0.1:8082/metrics")).text(),
+        )![1],
+      );
+    const before = await rss();
+    let peak = before;
+    const sampler = setInterval(() => void rss().then(r => (peak = Math.max(peak, r))), 100);
+    const chunk = randomBytes(1024 * 1024);
+    const expected = createHash("sha256");
+    try {
+      const answer = await new Promise<Obj>((resolve, reject) => {
+        const req = httpRequest(
+          `${GATEWAY}/sink`,
+          { method: "POST", headers: { ...toEcho(sbx.sandboxId), "Content-Type": "x/bytes" } },
+          res => {
+            const parts: Buffer[] = [];
+            res.on("data", c => parts.push(c as Buffer));
+            res.on("end", () => resolve(JSON.parse(Buffer.concat(parts).toString())));
+          },
+        );
+        req.on("error", reject);
+        let sent = 0;
+        const more = () => {
+          while (sent < 1024) {
+            sent++;
+            expected.update(chunk);
+            if (!req.write(chunk)) return void req.once("drain", more);
+          }
+          req.end();
+        };
+        more();
+      });
+      expect(answer).toEqual({ bytes: 2 ** 30, sha256: expected.digest("hex") });
+    } finally {
+      clearInterval(sampler);
+    }
+    // Buffered, the body alone would add a GiB.
+    expect(peak - before).toBeLessThan(256 * 1024 * 1024);
+  });
+
+  it("carries a WebSocket both ways", async () => {
+    const ws = new WebSocket(GATEWAY.replace("http:", "ws:"), {
+      headers: toEcho(sbx.sandboxId),
+    } as ConstructorParameters<typeof WebSocket>[1]);
+    const echoes: string[] = [];
+    await new Promise<void>((resolve, reject) => {
+      ws.onopen = () => ws.send("one");
+      ws.onerror = e =>
+        reject(new Error(`WebSocket: ${String((e as { message?: string }).message)}`));
+      ws.onmessage = m => {
+        echoes.push(String(m.data));
+        if (echoes.length === 1) ws.send("two");
+        else resolve();
+      };
+    });
+    ws.close();
+    expect(echoes).toEqual(["one", "two"]);
+  });
+
+  it("a gateway restarted mid-traffic: its stream is cut, nothing is lost, it serves again", async () => {
+    const key = readFileSync(join(CLUSTER_DIR, "gateway-token-key"), "utf8").trim();
+    const port = 18095;
+    const via = {
+      ...as(keyA),
+      apiUrl: `http://127.0.0.1:${port}`,
+      sandboxUrl: `http://127.0.0.1:${port}`,
+    };
+    const boxes = async () =>
+      ((await kube.get(paths.podboxes(nsA))).body.items as Obj[]).map(b => b.metadata.uid).sort();
+    let gateway = startDeployedGateway(port, key);
+    try {
+      await untilServing(port);
+      const before = await boxes();
+      const cut = (await Sandbox.connect(sbx.sandboxId, via)).commands.run(
+        "pause 10000; echo never",
+        { timeoutMs: 0 },
+      );
+      await new Promise(r => setTimeout(r, 1000));
+      process.kill(-gateway.pid!, "SIGKILL");
+      await expect(cut).rejects.toThrow();
+      gateway = startDeployedGateway(port, key);
+      await untilServing(port);
+      const again = await Sandbox.connect(sbx.sandboxId, via);
+      expect((await again.commands.run("echo again")).stdout).toBe("again\n");
+      expect((await again.getInfo()).state).toBe("running");
+      expect(await boxes()).toEqual(before);
+    } finally {
+      process.kill(-gateway.pid!, "SIGTERM");
+    }
+  });
+
+  it("keeps a stream quiet for over a minute open, through the other gateway's restart", async () => {
+    expect((await quietForAMinute).stdout).toBe("after a minute\n");
   });
 });

@@ -4,18 +4,20 @@ import { join } from "node:path";
 import { GATEWAY_SETTINGS, loadGatewayConfig } from "../../../gateway/config";
 import {
   accessToken,
+  envVarsOf,
   listedSandbox,
   matchesMetadata,
   metadataFilter,
   newSandboxId,
   newSandboxSchema,
+  resourcesOf,
   sandboxIdOf,
   stateOf,
 } from "../../../gateway/e2b";
 import { KeyIndex } from "../../../gateway/keys";
 import { routeOf } from "../../../gateway/proxy";
 import { SandboxIndex } from "../../../gateway/sandboxes";
-import type { PodBox } from "../../../capabilities/api/kinds";
+import type { CubePodTemplate, PodBox } from "../../../capabilities/api/kinds";
 
 const KEY = "k".repeat(32);
 const box = (name: string, extra: Partial<PodBox> = {}, ns = "a"): PodBox =>
@@ -150,6 +152,28 @@ describe("E2B's wire format", () => {
       metadata: { a: "1", b: "2" },
       endAt: "2026-12-01T10:05:00.000Z",
     });
+  });
+});
+
+describe("a sandbox's size and kept envVars", () => {
+  const template = (spec: object) => ({ spec }) as CubePodTemplate;
+
+  it("reports CPUs and memory from the limits, else the requests, rounded up, and both volumes", () => {
+    expect(
+      resourcesOf(
+        template({
+          resources: { limits: { cpu: "1500m" }, requests: { cpu: "1", memory: "512Mi" } },
+          rootfs: { size: "10Gi" },
+          workspace: { size: "500M" },
+        }),
+      ),
+    ).toEqual({ cpuCount: 2, memoryMB: 512, diskSizeMB: 10240 + 477 });
+    expect(resourcesOf(undefined)).toEqual({ cpuCount: 0, memoryMB: 0, diskSizeMB: 0 });
+  });
+
+  it("reads kept envVars back only as a map of strings", () => {
+    expect(envVarsOf('{"A":"1"}')).toEqual({ A: "1" });
+    for (const bad of ["", "[]", '{"A":1}', "{"]) expect(envVarsOf(bad)).toEqual({});
   });
 });
 
