@@ -353,8 +353,8 @@ export class ControlApi {
   }
 
   /**
-   * Waits (on the box's watch events) until the box runs, then until its daemon answers
-   * `GET /health`, then hands it its environment and access token (`POST /init`), as E2B's
+   * Waits (on the box's watch events) until the box runs, then hands its daemon its environment
+   * and access token (`POST /init`, after `GET /health` answers when it does not yet), as E2B's
    * orchestrator does; answers the `Sandbox` the SDK gets.
    */
   async #start(ns: string, id: string, envVars: Record<string, string>): Promise<StartedSandbox> {
@@ -380,7 +380,16 @@ export class ControlApi {
       );
     }
     const url = box.status!.poddURL!;
-    while (!(await healthy(url))) {
+    const token = accessToken(this.config.tokenKey, box);
+    const body = JSON.stringify({
+      envVars,
+      accessToken: token,
+      timestamp: new Date().toISOString(),
+    });
+    // A claimed standby's daemon has long been serving: /init first, and only when nothing
+    // answers yet, wait for `GET /health` and send it again.
+    let status = await init(url, body);
+    while (status === undefined) {
       if (Date.now() > deadline) {
         throw new ApiError(
           504,
@@ -388,21 +397,29 @@ export class ControlApi {
         );
       }
       await new Promise(r => setTimeout(r, 100));
+      if (await healthy(url)) status = await init(url, body);
     }
-    const token = accessToken(this.config.tokenKey, box);
-    const init = await request(`${url}/init`, {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ envVars, accessToken: token, timestamp: new Date().toISOString() }),
-    });
-    await init.body.dump();
-    if (init.statusCode >= 300) {
-      throw new ApiError(
-        502,
-        `sandbox "${id}": its daemon refused /init (HTTP ${init.statusCode})`,
-      );
+    if (status >= 300) {
+      throw new ApiError(502, `sandbox "${id}": its daemon refused /init (HTTP ${status})`);
     }
     return sandbox(box, token, this.config.domain);
+  }
+}
+
+/** `POST /init`'s status, or undefined when the daemon does not answer. */
+async function init(url: string, body: string): Promise<number | undefined> {
+  try {
+    const res = await request(`${url}/init`, {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body,
+      headersTimeout: 5000,
+      bodyTimeout: 5000,
+    });
+    await res.body.dump();
+    return res.statusCode;
+  } catch {
+    return undefined;
   }
 }
 

@@ -195,8 +195,12 @@ export class SandboxProxy {
     upstream.on("response", r => {
       requestDuration.observe({ route: "proxy" }, (performance.now() - started) / 1000);
       res.writeHead(r.statusCode ?? 502, forwardable(r.headers));
-      res.flushHeaders();
       r.pipe(res);
+      // A stream that is quiet at first still gets its headers now; an answer whose body is
+      // already here goes out with them in one write.
+      setImmediate(() => {
+        if (!res.headersSent && !res.destroyed) res.flushHeaders();
+      });
     });
     upstream.on("error", () => {
       if (res.headersSent) return void res.destroy();

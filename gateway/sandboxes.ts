@@ -30,11 +30,18 @@ type Waiter = { ns: string; id: string; done: (box: PodBox | undefined) => boole
  */
 export class SandboxIndex extends NamespacedCache<PodBox> {
   readonly #waiters = new Set<Waiter>();
+  /** Boxes by name, then namespace: every proxied request looks its sandbox up by name. */
+  readonly #byName = new Map<string, Map<string, PodBox>>();
 
   override observe(box: PodBox, deleted: boolean): void {
     super.observe(box, deleted);
     const ns = box.metadata?.namespace ?? "";
     const id = box.metadata?.name ?? "";
+    const named = this.#byName.get(id) ?? new Map<string, PodBox>();
+    if (deleted) named.delete(ns);
+    else named.set(ns, box);
+    if (named.size > 0) this.#byName.set(id, named);
+    else this.#byName.delete(id);
     for (const w of this.#waiters) {
       if (w.ns === ns && w.id === id && w.done(deleted ? undefined : box)) this.#waiters.delete(w);
     }
@@ -42,7 +49,7 @@ export class SandboxIndex extends NamespacedCache<PodBox> {
 
   /** The boxes of that name in any namespace (one, unless tenants chose the same name). */
   named(id: string): PodBox[] {
-    return [...this.items.values()].filter(b => b.metadata?.name === id);
+    return [...(this.#byName.get(id)?.values() ?? [])];
   }
 
   /**

@@ -189,6 +189,19 @@ describe("SandboxIndex", () => {
     index.observe(box("x"), true);
     expect(index.get("a", "x")).toBeUndefined();
   });
+
+  it("finds a name's boxes in every namespace, and forgets deleted ones", () => {
+    const index = new SandboxIndex();
+    index.observe(box("x", {}, "a"), false);
+    index.observe(box("x", {}, "b"), false);
+    index.observe(box("y", {}, "a"), false);
+    expect(index.named("x").map(b => b.metadata?.namespace)).toEqual(["a", "b"]);
+    index.observe(box("x", {}, "a"), true);
+    expect(index.named("x").map(b => b.metadata?.namespace)).toEqual(["b"]);
+    index.observe(box("x", {}, "b"), true);
+    expect(index.named("x")).toEqual([]);
+    expect(index.named("y")).toHaveLength(1);
+  });
 });
 
 describe("docs/gateway.md", () => {
