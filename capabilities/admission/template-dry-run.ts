@@ -37,9 +37,9 @@ export async function dryRunErrors(
     }),
     spec,
   );
-  // The RuntimeClass admission plugin runs before the API's own validation and refuses a class
-  // not created yet, which would hide every field error behind it.
-  pod.spec = { ...pod.spec!, runtimeClassName: undefined };
+  // The RuntimeClass and Priority admission plugins run before the API's own validation and
+  // refuse a class not created yet, which would hide every field error behind it.
+  pod.spec = { ...pod.spec!, runtimeClassName: undefined, priorityClassName: undefined };
   const checks: [string, string, { metadata?: V1ObjectMeta }][] = [
     ["the sandbox Pod", paths.pods(namespace), pod],
     ["the rootfs PVC", paths.pvcs(namespace), volumes.rootfs],

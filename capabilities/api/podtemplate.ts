@@ -45,6 +45,38 @@ export const mtlsSchema = z
   })
   .meta({ description: "Per-pod mTLS certificate Secret mounted into podd." });
 
+/** core/v1 Toleration. */
+export const tolerationSchema = z.object({
+  key: z.string().optional(),
+  operator: z.enum(["Exists", "Equal"]).optional(),
+  value: z.string().optional(),
+  effect: z.enum(["NoSchedule", "PreferNoSchedule", "NoExecute"]).optional(),
+  tolerationSeconds: z.int().optional(),
+});
+
+/**
+ * Where the sandbox Pods may run, as a Pod says it: Kata sandboxes on Kata nodes, for example.
+ * `affinity` is core/v1 Affinity, kept as written: the API server checks it when the template's
+ * Pod is created in a dry run at admission (template-dry-run.ts).
+ */
+const schedulingFields = {
+  nodeSelector: z
+    .record(z.string().min(1), z.string())
+    .optional()
+    .meta({ description: "Node labels the sandbox Pods require (Pod spec.nodeSelector)." }),
+  tolerations: z
+    .array(tolerationSchema)
+    .optional()
+    .meta({ description: "Taints the sandbox Pods tolerate (Pod spec.tolerations)." }),
+  affinity: z.record(z.string(), z.unknown()).optional().meta({
+    description: "Pod spec.affinity (core/v1 Affinity), checked by the API server.",
+    "x-kubernetes-preserve-unknown-fields": true,
+  }),
+  priorityClassName: objectName("PriorityClass", "cluster")
+    .optional()
+    .meta({ description: "PriorityClass of the sandbox Pods." }),
+};
+
 export const podTemplateSpecSchema = z.object({
   image: image().meta({ description: "The sandbox image (its root filesystem)." }),
   runtimeClassName: z
@@ -64,6 +96,7 @@ export const podTemplateSpecSchema = z.object({
   env: z.array(envVarSchema).optional(),
   egress: egressSchema.optional(),
   mtls: mtlsSchema.optional(),
+  ...schedulingFields,
   forkStrategy: z
     .enum(["Clone", "Copy"])
     .default("Clone")

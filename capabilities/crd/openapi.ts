@@ -21,6 +21,8 @@ function clean(node: Schema): Schema {
     if (key === "$schema" || key === "propertyNames" || key === "id") continue;
     // Structural schemas forbid `additionalProperties: false`; unknown fields are pruned instead.
     if (key === "additionalProperties" && value === false) continue;
+    // A field kept as written: its schema is the marker alone (structural schemas allow no other).
+    if (key === "additionalProperties" && node["x-kubernetes-preserve-unknown-fields"]) continue;
     // zod bounds every integer to the JS safe range; Kubernetes integers are int64 already.
     if (
       (key === "maximum" || key === "minimum") &&

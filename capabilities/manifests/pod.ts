@@ -98,6 +98,10 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
     },
     spec: {
       ...(tpl.runtimeClassName ? { runtimeClassName: tpl.runtimeClassName } : {}),
+      ...(tpl.nodeSelector ? { nodeSelector: tpl.nodeSelector } : {}),
+      ...(tpl.tolerations ? { tolerations: tpl.tolerations } : {}),
+      ...(tpl.affinity ? { affinity: tpl.affinity } : {}),
+      ...(tpl.priorityClassName ? { priorityClassName: tpl.priorityClassName } : {}),
       restartPolicy: "Always",
       // Sandboxes run untrusted agent code: no API credentials, no service discovery env.
       automountServiceAccountToken: false,

@@ -115,6 +115,17 @@ const CREATE_DENIALS: [string, string, object, string][] = [
   ],
   [
     "PodTemplate",
+    "placement",
+    {
+      image: "py:3",
+      affinity: {
+        nodeAffinity: { requiredDuringSchedulingIgnoredDuringExecution: { nodeSelectorTerms: [] } },
+      },
+    },
+    "the sandbox Pod this template makes would be refused: spec.affinity.nodeAffinity.requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms: Required value: must have at least one node selector term",
+  ],
+  [
+    "PodTemplate",
     "t".repeat(64),
     { image: "py:3" },
     "metadata.name: must be at most 63 characters (it becomes the label value pod.cubeplex.ai/template on its Pods); got 64",

@@ -92,4 +92,26 @@ describe("buildBoxPod", () => {
     expect(c.resources).toEqual({ limits: { memory: "1Gi" } });
     expect(c.ports?.[0].containerPort).toBe(5000);
   });
+
+  it("places the Pod where the template says: node selector, tolerations, affinity, priority", () => {
+    const scheduling = {
+      nodeSelector: { "cubepod.dev/node": "real" },
+      tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
+      affinity: {
+        nodeAffinity: {
+          requiredDuringSchedulingIgnoredDuringExecution: {
+            nodeSelectorTerms: [{ matchExpressions: [{ key: "kata", operator: "Exists" }] }],
+          },
+        },
+      },
+      priorityClassName: "sandboxes",
+    };
+    const pod = buildBoxPod(input(template(scheduling)));
+    expect(pod.spec).toMatchObject(scheduling);
+    // Unset, none of them is written.
+    const plain = buildBoxPod(input()).spec!;
+    for (const f of Object.keys(scheduling)) expect(plain).not.toHaveProperty(f);
+    // A placement change is a new version of the template: its standbys are replaced.
+    expect(templateHash(template(scheduling).spec)).not.toBe(templateHash(template().spec));
+  });
 });
