@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kwok and helm from the Go module proxy,
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok and helm from the Go module proxy,
 # at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
 # not rebuilt. Usage: hack/cluster/build.sh
 set -euo pipefail
@@ -55,7 +55,7 @@ if ! stamp_ok helm "$HELM_VERSION"; then
 fi
 
 # --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------
-k8s_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl)
+k8s_bins=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet)
 need=0
 for b in "${k8s_bins[@]}"; do stamp_ok "$b" "$K8S_VERSION" || need=1; done
 if [ "$need" = 1 ]; then
@@ -80,7 +80,8 @@ if [ "$need" = 1 ]; then
   go mod download >/dev/null 2>&1 || true
   go get "k8s.io/kubernetes/cmd/kube-apiserver@$K8S_VERSION" \
     "k8s.io/kubernetes/cmd/kube-controller-manager@$K8S_VERSION" \
-    "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" >/dev/null
+    "k8s.io/kubernetes/cmd/kube-scheduler@$K8S_VERSION" "k8s.io/kubernetes/cmd/kubectl@$K8S_VERSION" \
+    "k8s.io/kubernetes/cmd/kubelet@$K8S_VERSION" >/dev/null
   minor=${K8S_VERSION#v1.}; minor=${minor%%.*}
   ld=""
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -88,7 +89,7 @@ if [ "$need" = 1 ]; then
   done
   go build -ldflags "-s -w $ld" -o "$CUBEPOD_BIN/" \
     k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager \
-    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
+    k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl k8s.io/kubernetes/cmd/kubelet
   for b in "${k8s_bins[@]}"; do stamp "$b" "$K8S_VERSION"; done
 fi
 log "binaries ready in $CUBEPOD_BIN"

@@ -6,6 +6,7 @@ set -euo pipefail
 stop envd-stand-in TERM 20
 bash "$here/gateway.sh" stop || true
 bash "$here/module.sh" stop || true
+bash "$here/real-node.sh" stop || true
 for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   stop "$name" TERM 100
 done

@@ -18,6 +18,10 @@ KWOK_PORT=${CUBEPOD_KWOK_PORT:-10347}
 POD_CIDR=${CUBEPOD_POD_CIDR:-127.64.0.0/16}
 NODE_IP=127.0.0.1
 NODE_NAME=kwok-node-0
+# The real node (real-node.sh): its Pods' subnet, on a bridge whose address is the gateway.
+REAL_NODE_NAME=cubepod-real-0
+REAL_POD_SUBNET=${CUBEPOD_REAL_POD_SUBNET:-198.18.0.0/24}
+REAL_GATEWAY_IP=${CUBEPOD_REAL_GATEWAY_IP:-198.18.0.1}
 MODULE_NAME=pepr-cubepod
 # The admin client certificate's user: the tests', and the local module's (pepr dev) identity.
 ADMIN_USER=cubepod-admin

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Starts the local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler,
-# kwok) on 127.0.0.1, applies the CRDs, then runs the CubePod module with `pepr dev` and returns
-# once its webhooks are registered (and hardened) and it serves. Running it twice is harmless.
+# kwok) on 127.0.0.1 and a real node beside kwok's (real-node.sh), applies the CRDs, then runs the
+# CubePod module with `pepr dev` and returns once its webhooks are registered (and hardened) and it
+# serves. Running it twice is harmless.
 #   --no-module   start the control plane only
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -24,7 +25,7 @@ start kube-apiserver "$CUBEPOD_BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
   --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-  --client-ca-file "$PKI/ca.crt" --authorization-mode RBAC \
+  --client-ca-file "$PKI/ca.crt" --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
   --service-cluster-ip-range 127.96.0.0/16 --allow-privileged=true \
@@ -64,6 +65,8 @@ kubectl wait --for condition=Established --timeout 60s \
 npx tsx "$here/apply-policies.ts" "$ADMIN_USER" >/dev/null
 wait_for "node $NODE_NAME" 60 sh -c "kubectl get node $NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' | grep -q True" \
   || die "kwok did not make $NODE_NAME Ready: see $LOGS/kwok.log"
+
+bash "$here/real-node.sh" start
 
 if [ "$with_module" = 1 ]; then bash "$here/module.sh" start; fi
 bash "$here/gateway.sh" start
