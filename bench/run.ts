@@ -32,7 +32,7 @@ async function main() {
   if (wanted("stream")) await benchStream(kube, ns);
   if (wanted("cold")) await benchCold(kube, ns);
   if (wanted("admission")) await benchAdmission(kube, ns);
-  if (wanted("gateway")) await benchGateway(kube, ns);
+  if (wanted("gateway")) await benchGateway(kube);
   await kube.delete(`/api/v1/namespaces/${ns}`);
   if (wanted("scale")) {
     await noBenchNamespaces(kube);

@@ -4,8 +4,9 @@ import { connect, Socket } from "node:net";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { Sandbox } from "e2b";
-import { ECHO_PORT, EnvdStandIn } from "../../hack/lib/envd-stand-in";
+import { ECHO_PORT } from "../../hack/lib/envd-stand-in";
 import { Kube, paths, ROOT } from "../../hack/lib/kube";
+import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { now, sleep, stats, tenths } from "../lib/stats";
@@ -42,15 +43,22 @@ const keepAlive = new Agent({ keepAlive: true });
  * through the least proxy Node can be (floor-proxy.ts), in turn and at 1,000/s; a 1 GiB upload;
  * the gateway's memory for 1,000 idle proxied connections.
  */
-export async function benchGateway(kube: Kube, ns: string) {
+export async function benchGateway(kube: Kube) {
+  // A namespace of its own: the stand-in follows its Pods, and the earlier scenarios' hundreds
+  // of boxes would load the machine it measures on.
+  const ns = await kube.namespace("bench-gateway");
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const key = `e2b_${randomBytes(20).toString("hex")}`;
   await kube.mustCreate(`/api/v1/namespaces/${ns}/secrets`, {
     metadata: { name: "bench-agents" },
     type: "pod.cubeplex.ai/api-key",
     stringData: { sha256: createHash("sha256").update(key).digest("hex") },
   });
-  const standIn = new EnvdStandIn(kube, [ns]);
-  standIn.start();
+  // The daemons in a process of their own, as each sandbox's podd is: not in the measuring one.
+  const standIn = await ownProcess(
+    [join(ROOT, "hack", "cluster", "envd-stand-in.ts"), ns],
+    "podd stand-in serving",
+  );
   const opts = { apiKey: key, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: "cubepod.localhost" };
   const pool = "gw-pool";
   const standbys = await startPool(kube, ns, pool, 25);
@@ -131,8 +139,9 @@ export async function benchGateway(kube: Kube, ns: string) {
   };
   const idle = await idleConnections(host.Host);
   for (const s of made) await s.kill();
-  standIn.stop();
+  process.kill(-standIn.pid!, "SIGTERM");
   await deletePool(kube, ns, pool);
+  await kube.delete(`/api/v1/namespaces/${ns}`);
   const c = stats(viaSdk);
   const d = stats(direct);
   const p = stats(proxied);
@@ -161,22 +170,21 @@ export async function benchGateway(kube: Kube, ns: string) {
   };
 }
 
-/** The floor proxy (floor-proxy.ts) to the sandbox's echo port, in its own process group. */
-async function floorProxy(ip: string) {
-  const proc = spawn(
-    "npx",
-    [
-      "tsx",
-      join(ROOT, "bench", "scenarios", "floor-proxy.ts"),
-      String(FLOOR_PROXY_PORT),
-      ip,
-      String(ECHO_PORT),
-    ],
-    { stdio: ["ignore", "pipe", "inherit"], detached: true },
-  );
+/** The floor proxy (floor-proxy.ts) to the sandbox's echo port. */
+function floorProxy(ip: string) {
+  const script = join(ROOT, "bench", "scenarios", "floor-proxy.ts");
+  return ownProcess([script, String(FLOOR_PROXY_PORT), ip, String(ECHO_PORT)], "ready");
+}
+
+/** `tsx <args>` in a process group of its own, once it prints `ready`; kill the group to end it. */
+async function ownProcess(args: string[], ready: string) {
+  const proc = spawn("npx", ["tsx", ...args], {
+    stdio: ["ignore", "pipe", "inherit"],
+    detached: true,
+  });
   await new Promise<void>((resolve, reject) => {
-    proc.stdout.on("data", d => String(d).includes("ready") && resolve());
-    proc.on("exit", code => reject(new Error(`floor proxy exited (${code})`)));
+    proc.stdout.on("data", d => String(d).includes(ready) && resolve());
+    proc.on("exit", code => reject(new Error(`${args[0]} exited (${code})`)));
   });
   return proc;
 }
