@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { get } from "node:http";
 import { join } from "node:path";
 import { cluster, CLUSTER_DIR, Kube, paths } from "../../hack/lib/kube";
 import { podTemplate } from "../../hack/lib/objects";
@@ -135,7 +136,15 @@ describe("metrics and health on :8081 (plain HTTP)", () => {
   });
 
   it("/healthz fails while the API server (and so the watch) is gone, and recovers with it", async () => {
-    const health = async () => (await fetch(`${BASE}/healthz`)).status;
+    // A new connection per probe, as a kubelet's: \`cluster()\` blocks this process for longer
+    // than the server keeps an idle connection, and a pooled one would then be reused closed.
+    const health = () =>
+      new Promise<number>((resolve, reject) =>
+        get(`${BASE}/healthz`, { agent: false }, res => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        }).on("error", reject),
+      );
     const until = async (code: number) => {
       for (let i = 0; i < 150 && (await health()) !== code; i++)
         await new Promise(r => setTimeout(r, 200));
