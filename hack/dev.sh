@@ -10,6 +10,7 @@ trap 'exit 0' INT TERM
 kubectl apply -f samples/namespace.yaml >/dev/null
 kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples/podbox.yaml
 kubectl apply -f samples/sandbox-pod.yaml
+kubectl apply -f samples/real-sandbox.yaml
 # An API key of the gateway for cubepod-demo (only its hash is stored), and the podd stand-in that
 # answers for the demo's sandboxes while kwok's Pods run nothing.
 key=e2b_$(openssl rand -hex 20)
@@ -31,14 +32,16 @@ echo
 echo "The module's log follows (Ctrl-C stops everything). In another shell:"
 echo "  export KUBECONFIG=$KUBECONFIG_FILE PATH=$CUBEPOD_BIN:\$PATH"
 echo "  kubectl -n cubepod-demo get ptpl,pwp,pbox,pods,pvc"
+echo "real-1 really runs (podd under runc on the real node, on local volumes); step into it:"
+echo "  kubectl -n cubepod-demo exec -it real-1 -c sandbox -- sh"
 echo
 echo "Agents use the sandboxes through the gateway with E2B's SDK (npm install e2b):"
 echo "  export E2B_API_URL=http://127.0.0.1:${CUBEPOD_GATEWAY_PORT:-8080} E2B_SANDBOX_URL=http://127.0.0.1:${CUBEPOD_GATEWAY_PORT:-8080} E2B_API_KEY=$key"
 cat <<'JS'
   cat > demo.mjs <<'EOF'
   import { Sandbox } from "e2b";
-  const sbx = await Sandbox.create("python"); // claimed from the sample's warm pool
-  console.log((await sbx.commands.run("echo hello from CubePod")).stdout);
+  const sbx = await Sandbox.create("real"); // claimed from the real node's warm pool
+  console.log((await sbx.commands.run("uname -a; ls /workspace")).stdout);
   console.log(await sbx.getInfo());
   await sbx.kill();
   EOF

@@ -15,6 +15,7 @@ export const PROBLEM_REASONS = [
   "VolumesInUse",
   "PodNameInUse",
   "PodFailed",
+  "ForkCopyFailed",
   "Forbidden",
   "APIError",
 ] as const;
@@ -25,6 +26,7 @@ export const REASONS = [
   "Started",
   "WarmPoolClaimed",
   "ForkCloned",
+  "ForkCopying",
   "Paused",
   "IdlePaused",
   "Resumed",

@@ -3,6 +3,7 @@ import { PROBLEM_REASONS } from "../api/podbox";
 import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
 import { buildBoxPod } from "../manifests/pod";
 import { buildBoxPVCs } from "../manifests/pvcs";
+import { buildCopyPod, CopyPodInput } from "../manifests/copy-pod";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
 import type { Owner } from "../manifests/types";
 import { boxOwnerRef } from "../manifests/owner";
@@ -16,6 +17,7 @@ import type {
   BoxPlan,
   NameConflict,
   ObservedPod,
+  ObservedPVC,
 } from "./types";
 
 /** The condition that reports an activity annotation the reaper cannot read. */
@@ -160,10 +162,12 @@ function run(o: BoxObservation): BoxPlan {
   if (o.conflict) return plan(o, [], nameInUse(o.conflict, key));
 
   const reason = transitionReason(o, resetting, initial);
-  const livePods = o.pods.filter(p => !p.deleting);
+  const sandboxPods = o.pods.filter(p => p.role !== "copy");
+  const copyPods = o.pods.filter(p => p.role === "copy");
+  const livePods = sandboxPods.filter(p => !p.deleting);
   const { keep: pod, remove } = choosePod(livePods, rootfsName, workspaceName);
   actions.push(...remove.map(p => ({ type: "deletePod" as const, name: p.name })));
-  const podGoing = remove.length > 0 || o.pods.some(p => p.deleting);
+  const podGoing = remove.length > 0 || sandboxPods.some(p => p.deleting);
 
   // Only volumes the operator kept for this key are re-attached; any other is someone else's.
   const inUse = pvcs.find(
@@ -253,8 +257,8 @@ function run(o: BoxObservation): BoxPlan {
     if (parent.state !== "ready") return waitForParent(o, actions, parent.state);
   }
 
+  const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
   if (missing) {
-    const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
     const built = buildBoxPVCs({
       namespace: box.namespace,
       boxName: box.name,
@@ -266,6 +270,29 @@ function run(o: BoxObservation): BoxPlan {
     });
     if (!workspace) actions.push({ type: "createPVC", pvc: built.workspace });
     if (!rootfs) actions.push({ type: "createPVC", pvc: built.rootfs });
+  }
+
+  // A fork's copied volumes: the box's Pod starts only once the copy is complete and its Pod gone.
+  const copyFrom = {
+    rootfsPVCName: rootfs?.copyFrom ?? parent?.rootfsPVCName,
+    workspacePVCName: workspace?.copyFrom ?? parent?.workspacePVCName,
+  };
+  const uncopied = [workspace, rootfs].filter(p => p?.copyFrom && !p.copied) as ObservedPVC[];
+  const copyStarts = missing && parent !== undefined && o.template.spec.forkStrategy === "Copy";
+  if ((uncopied.length > 0 || copyStarts) && copyFrom.rootfsPVCName && copyFrom.workspacePVCName) {
+    const source = copyFrom as typeof volumes;
+    return copy(o, actions, copyPods, uncopied, { target: volumes, source });
+  }
+  if (copyPods.length > 0) {
+    actions.push(
+      ...copyPods.filter(p => !p.deleting).map(p => ({ type: "deletePod" as const, name: p.name })),
+    );
+    return plan(o, actions, {
+      phase: "Pending",
+      reason,
+      message: "volumes copied; waiting for the copy Pod to go",
+      ...volumes,
+    });
   }
 
   if (!pod && !podGoing) {
@@ -291,7 +318,9 @@ function run(o: BoxObservation): BoxPlan {
     return plan(o, actions, {
       ...runningFields(pod, volumes, target),
       reason,
-      message: keep ? prev.message! : runningMessage(reason, target),
+      message: keep
+        ? prev.message!
+        : runningMessage(reason, target, o.template.spec.forkStrategy === "Copy"),
     });
   }
   const failed = livePods.find(p => p.phase === "Failed" || p.phase === "Succeeded");
@@ -308,6 +337,59 @@ function run(o: BoxObservation): BoxPlan {
     ...volumes,
     rootfsGeneration: prev.rootfsGeneration,
   });
+}
+
+/**
+ * A fork's volumes being copied (`forkStrategy: Copy`): the copy Pod is created, followed, and
+ * once it Succeeded both volumes are marked copied before it is deleted. A Pod that Failed for
+ * good (the kubelet retries failed attempts itself) is deleted, and the next pass starts another.
+ */
+function copy(
+  o: BoxObservation,
+  actions: ObjectAction[],
+  copyPods: ObservedPod[],
+  uncopied: ObservedPVC[],
+  volumes: { target: CopyPodInput["target"]; source: CopyPodInput["source"] },
+): BoxPlan {
+  const live = copyPods.find(p => !p.deleting);
+  const from = `the parent's volumes (${volumes.source.rootfsPVCName}, ${volumes.source.workspacePVCName})`;
+  const pending = (reason: PodBoxReason, message: string) =>
+    plan(o, actions, { phase: "Pending", reason, message, ...volumes.target });
+  if (!live) {
+    // A Pod still going may be writing: the next one starts after it.
+    if (copyPods.length === 0) {
+      actions.push({
+        type: "createPod",
+        pod: buildCopyPod({
+          namespace: o.box.namespace,
+          boxName: o.box.name,
+          template: o.template!,
+          ...volumes,
+          owner: boxOwner(o),
+        }),
+      });
+    }
+    return pending("ForkCopying", `copying ${from}`);
+  }
+  if (live.phase === "Succeeded") {
+    actions.push(...uncopied.map(p => ({ type: "markCopied" as const, name: p.name })));
+    actions.push({ type: "deletePod", name: live.name });
+    return pending("ForkCopying", `copied ${from}; starting the Pod`);
+  }
+  if (live.phase === "Failed") {
+    actions.push({ type: "deletePod", name: live.name });
+    return pending(
+      "ForkCopyFailed",
+      `copy Pod ${live.name} failed${live.failure ? ` (${live.failure})` : ""}; starting another`,
+    );
+  }
+  if (live.restarts > 0) {
+    return pending(
+      "ForkCopyFailed",
+      `copying ${from}: attempt ${live.restarts} failed${live.failure ? ` (${live.failure})` : ""}; the kubelet retries it`,
+    );
+  }
+  return pending("ForkCopying", `copying ${from}`);
 }
 
 /**
@@ -444,7 +526,8 @@ function transitionReason(o: BoxObservation, resetting: boolean, initial: boolea
   if (prev.phase === "Paused" || (prev.phase === "Terminated" && !initial)) return "Resumed";
   const startingOver =
     !prev.phase || !prev.reason || PROBLEMS.includes(prev.reason) || prev.reason === "Creating";
-  if (startingOver) return o.box.spec.forkFrom && initial ? "ForkCloned" : "Started";
+  const copying = prev.reason === "ForkCopying";
+  if (startingOver || copying) return o.box.spec.forkFrom && initial ? "ForkCloned" : "Started";
   if (["Paused", "IdlePaused", "Expired", "Terminated", "Deleting"].includes(prev.reason!))
     return "Resumed";
   return prev.reason!;
@@ -478,12 +561,14 @@ function runningFields(
   };
 }
 
-function runningMessage(reason: PodBoxReason, generation: number): string {
+function runningMessage(reason: PodBoxReason, generation: number, copied: boolean): string {
   switch (reason) {
     case "RootFSReset":
       return `running on a new rootfs (generation ${generation}); workspace kept`;
     case "ForkCloned":
-      return "running on volumes cloned from the parent";
+      return copied
+        ? "running on volumes copied from the parent"
+        : "running on volumes cloned from the parent";
     case "Resumed":
       return "resumed on its volumes";
     case "WarmPoolClaimed":

@@ -5,7 +5,10 @@ import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
 import { validatePodTemplate } from "../admission/rules";
 import {
+  ANNOTATION_COPIED,
+  ANNOTATION_COPY_FROM,
   LABEL_BOX,
+  LABEL_POD_ROLE,
   LABEL_RETAINED,
   LABEL_ROOTFS_GENERATION,
   LABEL_VOLUME,
@@ -24,6 +27,7 @@ import { PermanentError } from "../kit/api-errors";
 import { kubeTime } from "../kit/conditions";
 import { isPodReady } from "../kit/pod-ready";
 import { isControlledBy } from "../manifests/owner";
+import { COPY_ROLE } from "../manifests/copy-pod";
 
 /**
  * Reads everything one reconcile of a box looks at, straight from the API server: the box, its
@@ -153,7 +157,26 @@ export function observedPod(p: kind.Pod): ObservedPod {
     rootfsClaim: vol("rootfs"),
     workspaceClaim: vol("workspace"),
     volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
+    ...(p.metadata?.labels?.[LABEL_POD_ROLE] === COPY_ROLE ? { role: "copy" as const } : {}),
+    restarts: (p.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0),
+    ...failureOf(p),
   };
+}
+
+/** Why the Pod's last container run failed, if one did: its reason, exit code and message. */
+function failureOf(p: kind.Pod): { failure?: string } {
+  for (const c of p.status?.containerStatuses ?? []) {
+    const t = c.state?.terminated ?? c.lastState?.terminated;
+    if (t && t.exitCode !== 0) {
+      const message = t.message ? `: ${t.message.trim()}` : "";
+      return {
+        failure: `container ${c.name} exited ${t.exitCode} (${t.reason ?? "Error"})${message}`,
+      };
+    }
+  }
+  return p.status?.phase === "Failed" && p.status.reason
+    ? { failure: `${p.status.reason}: ${p.status.message ?? ""}`.trim() }
+    : {};
 }
 
 /**
@@ -173,6 +196,10 @@ export function observedPVC(p: kind.PersistentVolumeClaim, boxUid: string): Obse
       deleting: Boolean(p.metadata?.deletionTimestamp),
       volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
       retained: p.metadata?.labels?.[LABEL_RETAINED] !== undefined,
+      ...(p.metadata?.annotations?.[ANNOTATION_COPY_FROM]
+        ? { copyFrom: p.metadata.annotations[ANNOTATION_COPY_FROM] }
+        : {}),
+      copied: p.metadata?.annotations?.[ANNOTATION_COPIED] !== undefined,
       owner: !controller
         ? "none"
         : controller.uid === boxUid

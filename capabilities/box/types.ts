@@ -13,6 +13,11 @@ export type ObservedPod = {
   workspaceClaim?: string;
   /** Its volume-key label: a claimed standby's Pod names the standby's volumes. */
   volumeKey?: string;
+  /** `copy`: the Pod that copies a fork's volumes (`forkStrategy: Copy`), not the sandbox. */
+  role?: "copy";
+  /** Restarts of its containers, and why the last one ended when it failed. */
+  restarts: number;
+  failure?: string;
 };
 
 /** A PVC of the box's volume key. */
@@ -27,6 +32,10 @@ export type ObservedPVC = {
   retained: boolean;
   /** Whose controller ownerReference it carries: this box, a warm pool, another object, none. */
   owner: "this" | "pool" | "other" | "none";
+  /** A fork's volume to be copied (`forkStrategy: Copy`): the parent PVC it copies. */
+  copyFrom?: string;
+  /** The copy is complete. */
+  copied: boolean;
 };
 
 /**

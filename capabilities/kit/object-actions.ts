@@ -1,7 +1,7 @@
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
-import { LABEL_BOX, LABEL_POOL, LABEL_RETAINED } from "../manifests/labels";
+import { ANNOTATION_COPIED, LABEL_BOX, LABEL_POOL, LABEL_RETAINED } from "../manifests/labels";
 import { podOwnerRef } from "../manifests/owner";
 import type { Owner } from "../manifests/types";
 import {
@@ -29,6 +29,8 @@ export type ObjectAction =
   | { type: "adoptPVC"; name: string; owner: Owner }
   /** Drop the box from the PVC's owners, so that garbage collection keeps it. */
   | { type: "orphanPVC"; name: string }
+  /** Record on a fork's PVC that its copy is complete. */
+  | { type: "markCopied"; name: string }
   /**
    * Add a pool standby's Pod to its PVC's owners, if the PVC still has exactly `owners`: a
    * claimed standby's PVCs then outlive their pool until the box takes them over. The Pod's uid
@@ -112,6 +114,11 @@ async function apply(
       return true;
     case "adoptPVC":
       await takeOverPVC(client, namespace, a.name, a.owner, ownerName);
+      return true;
+    case "markCopied":
+      await client.mergePatch(paths.pvcs(namespace, a.name), {
+        metadata: { annotations: { [ANNOTATION_COPIED]: "true" } },
+      });
       return true;
     case "orphanPVC":
       await client.mergePatch(paths.pvcs(namespace, a.name), {

@@ -22,6 +22,13 @@ export const LABEL_MANAGED_BY = "app.kubernetes.io/managed-by";
 export const MANAGED_BY = "cubepod";
 /** On a PVC created by the Copy fork strategy: the parent PVC whose data is to be copied in. */
 export const ANNOTATION_COPY_FROM = `${GROUP}/copy-from`;
+/**
+ * On such a PVC once its copy Pod succeeded: the data is all there. The box's Pod is created only
+ * after both of its volumes carry it.
+ */
+export const ANNOTATION_COPIED = `${GROUP}/copied`;
+/** On a box's Pod that is not its sandbox: `copy`, the Pod that copies a fork's volumes. */
+export const LABEL_POD_ROLE = `${GROUP}/pod-role`;
 /** On a Pod: set by the mutate webhook once the runtime was injected. */
 export const ANNOTATION_INJECTED = `${GROUP}/injected`;
 

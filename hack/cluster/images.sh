@@ -4,6 +4,10 @@
 # `io.containerd.image.name` annotation. Usage: images.sh CONTAINERD_SOCKET
 #   registry.k8s.io/pause:3.10   the Pod sandbox: sleeps (containerd kills it with SIGKILL)
 #   cubepod.local/busybox:1      a static userland (Debian's busybox-static), for Pods that run for real
+#   cubepod.local/podd-injector:dev  podd-init and podd (podd/, static Go programs) in /opt/cubepod/bin,
+#                                the copy program of `forkStrategy: Copy`, and busybox for `cp`
+#   cubepod.local/sandbox:dev    a sandbox's own image: the busybox userland with a /workspace
+# An image is imported again when its content changed (the project's own programs do).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 sock=$1
@@ -23,10 +27,10 @@ busybox_root() {
   chmod 1777 "$1/tmp"
 }
 
-# oci_image NAME ROOTFS ENTRYPOINT_JSON: imports the image, unless containerd has it already.
+# oci_image NAME ROOTFS ENTRYPOINT_JSON: imports the image, unless containerd has it already with
+# the same manifest (the layer tar is reproducible: sorted, fixed times and owners).
 oci_image() {
   local name=$1 rootfs=$2 entrypoint=$3 dir
-  if ctr -a "$sock" -n k8s.io images ls -q | grep -qx "$name"; then return; fi
   dir=$work/$(echo "$name" | tr '/:' '__')
   mkdir -p "$dir/blobs/sha256"
   tar -C "$rootfs" --sort=name --mtime=@0 --numeric-owner --owner=0 --group=0 -cf "$dir/layer.tar" .
@@ -38,6 +42,9 @@ oci_image() {
   printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+json","config":{"mediaType":"application/vnd.oci.image.config.v1+json","digest":"sha256:%s","size":%s},"layers":[{"mediaType":"application/vnd.oci.image.layer.v1.tar","digest":"sha256:%s","size":%s}]}' \
     "$config" "$(size "$dir/config.json")" "$layer" "$(size "$dir/blobs/sha256/$layer")" >"$dir/manifest.json"
   local manifest; manifest=$(sha "$dir/manifest.json")
+  if ctr -a "$sock" -n k8s.io images ls | awk -v n="$name" '$1 == n {print $3}' | grep -qx "sha256:$manifest"; then
+    return
+  fi
   mv "$dir/config.json" "$dir/blobs/sha256/$config"
   printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"io.containerd.image.name":"%s"}}]}' \
     "$manifest" "$(size "$dir/manifest.json")" "$name" >"$dir/index.json"
@@ -51,3 +58,19 @@ oci_image() {
 busybox_root "$work/busybox"
 oci_image registry.k8s.io/pause:3.10 "$work/busybox" '["/bin/sleep","2147483647"]'
 oci_image cubepod.local/busybox:1 "$work/busybox" '["/bin/sh"]'
+
+# podd-init and podd, static, from podd/ with the control plane's Go caches.
+bin=$work/injector/opt/cubepod/bin
+mkdir -p "$bin"
+(cd "$ROOT/podd" && GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+  GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build \
+  go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/podd ./cmd/podd-init) || die "building podd failed"
+install -m 0755 "$ROOT/podd/podd-copy" "$bin/podd-copy"
+busybox_root "$work/injector"
+oci_image cubepod.local/podd-injector:dev "$work/injector" '["/bin/sh"]'
+busybox_root "$work/sandbox"
+# The E2B SDK runs commands with /bin/bash -l -c; busybox's shell serves.
+rm -f "$work/sandbox/bin/bash"
+printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$work/sandbox/bin/bash"
+chmod 0755 "$work/sandbox/bin/bash"
+oci_image cubepod.local/sandbox:dev "$work/sandbox" '["/bin/sh"]'

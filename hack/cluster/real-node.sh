@@ -5,7 +5,8 @@
 # or NAT leads off it. It is tainted cubepod.dev/real-node:NoSchedule, so only Pods that tolerate
 # the taint land there; kwok keeps everything else.
 #   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static)
-#                        when missing, start containerd and kubelet, wait until the node is Ready
+#                        when missing, start containerd, the volume provisioner of the StorageClass
+#                        cubepod-local (local-volumes.ts) and kubelet, wait until the node is Ready
 #   real-node.sh stop    delete its Pods (so that the kubelet tears their networks down), stop both
 #                        and remove what they left (shims, mounts, the bridge)
 set -euo pipefail
@@ -45,7 +46,7 @@ node_certs() {
     -days 3650 -extfile "$ext" 2>/dev/null
   openssl req -newkey rsa:2048 -nodes -keyout real-node-serving.key -out real-node-serving.csr \
     -subj "/CN=$REAL_NODE_NAME" 2>/dev/null
-  printf 'subjectAltName=IP:127.0.0.1,DNS:%s\nextendedKeyUsage=serverAuth\n' "$REAL_NODE_NAME" >"$ext"
+  printf 'subjectAltName=IP:127.0.0.1,IP:%s,DNS:%s\nextendedKeyUsage=serverAuth\n' "$REAL_GATEWAY_IP" "$REAL_NODE_NAME" >"$ext"
   openssl x509 -req -in real-node-serving.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
     -out real-node-serving.crt -days 3650 -extfile "$ext" 2>/dev/null
   rm -f real-node.csr real-node-serving.csr "$ext"
@@ -86,13 +87,19 @@ start)
   fill "$here/manifests/containerd.toml" >"$RUN/containerd.toml"
   fill "$here/manifests/cni.conflist" >"$RUN/cni/net.d/10-cubepod.conflist"
   fill "$here/manifests/kubelet.yaml" >"$RUN/kubelet.yaml"
+  # The bridge (the CNI plugin reuses it) carries the node IP, which the kubelet needs before any Pod.
+  ip link show cubepod0 >/dev/null 2>&1 || ip link add cubepod0 type bridge
+  ip addr replace "$REAL_GATEWAY_IP/${REAL_POD_SUBNET#*/}" dev cubepod0
+  ip link set cubepod0 up
   start containerd containerd --config "$RUN/containerd.toml"
   wait_for containerd 60 ctr -a "$SOCK" version || die "containerd did not start: see $LOGS/containerd.log"
   bash "$here/images.sh" "$SOCK"
   start kubelet "$CUBEPOD_BIN/kubelet" --config "$RUN/kubelet.yaml" \
     --kubeconfig "$RUN/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
-    --node-ip 127.0.0.1 --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" \
+    --node-ip "$REAL_GATEWAY_IP" --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" \
     --node-labels "cubepod.dev/node=real"
+  kubectl apply -f "$here/manifests/storage-class.yaml" >/dev/null
+  start local-volumes npx tsx "$here/local-volumes.ts"
   wait_for "node $REAL_NODE_NAME" 120 sh -c "kubectl get node $REAL_NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' 2>/dev/null | grep -q True" \
     || { tail -20 "$LOGS/kubelet.log" >&2; die "the kubelet did not make $REAL_NODE_NAME Ready: see $LOGS/kubelet.log"; }
   ;;
@@ -101,6 +108,7 @@ stop)
     kubectl delete pods -A --field-selector "spec.nodeName=$REAL_NODE_NAME" --wait=true --timeout=60s >/dev/null 2>&1 || true
   fi
   stop kubelet TERM 50
+  stop local-volumes TERM 20
   stop containerd TERM 50
   # Shims and containers outlive containerd; so do the mounts and network namespaces of their Pods.
   pkill -KILL -f "containerd-shim-runc-v2.*$RUN" 2>/dev/null || true
@@ -108,6 +116,9 @@ stop)
   grep -o " $RUN[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' || true); do ip netns delete "$ns" || true; done
   ip link delete cubepod0 2>/dev/null || true
+  # Loop devices of Block volumes (local-volumes.ts attaches them again at the next start) and
+  # the kubelet's own, on its device map paths.
+  losetup -a | grep -F "($RUN/" | cut -d: -f1 | while read -r loop; do losetup -d "$loop" || true; done
   rm -rf "$RUN/cni/ipam"
   ;;
 *) die "usage: real-node.sh start|stop" ;;

@@ -25,7 +25,9 @@ start kube-apiserver "$CUBEPOD_BIN/kube-apiserver" \
   --etcd-servers "http://127.0.0.1:$ETCD_PORT" \
   --bind-address 127.0.0.1 --advertise-address 127.0.0.1 --secure-port "$APISERVER_PORT" \
   --tls-cert-file "$PKI/apiserver.crt" --tls-private-key-file "$PKI/apiserver.key" \
-  --client-ca-file "$PKI/ca.crt" --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
+  --client-ca-file "$PKI/ca.crt" --kubelet-client-certificate "$PKI/admin.crt" \
+  --kubelet-client-key "$PKI/admin.key" --kubelet-preferred-address-types InternalIP \
+  --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
   --service-cluster-ip-range 127.96.0.0/16 --allow-privileged=true \
@@ -54,7 +56,8 @@ start kwok "$CUBEPOD_BIN/kwok" --kubeconfig "$KUBECONFIG_FILE" \
   --node-lease-duration-seconds 40 \
   --config "$stages/node-fast/node-initialize.yaml" --config "$stages/node-heartbeat/node-heartbeat.yaml" \
   --config "$stages/pod-fast/pod-ready.yaml" --config "$stages/pod-fast/pod-complete.yaml" \
-  --config "$stages/pod-fast/pod-delete.yaml" --config "$here/manifests/pvc-stage.yaml"
+  --config "$stages/pod-fast/pod-delete.yaml" --config "$here/manifests/pvc-stage.yaml" \
+  --config "$here/manifests/copy-stage.yaml"
 
 kubectl apply --server-side -f "$here/manifests/node.yaml" >/dev/null
 kubectl create namespace pepr-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null

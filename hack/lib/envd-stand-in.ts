@@ -34,8 +34,9 @@ export class EnvdStandIn {
         for (const ns of this.namespaces) {
           const r = await this.kube.get(paths.pods(ns));
           for (const pod of r.body.items ?? []) {
-            const ip = pod.status?.podIP;
-            if (ip && !this.#servers.has(ip)) this.#serve(ip);
+            const ip: string | undefined = pod.status?.podIP;
+            // kwok's Pods only (loopback IPs): the real node's run their own podd.
+            if (ip?.startsWith("127.") && !this.#servers.has(ip)) this.#serve(ip);
           }
         }
       } catch {

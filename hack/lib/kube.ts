@@ -139,11 +139,13 @@ export class Kube {
   /**
    * Follows a watch on a collection path (query parameters allowed), calling `onEvent` for every
    * event until the returned function is called. Starts from now (resourceVersion of a list).
+   * `onEnd` learns that the watch ended on its own (its timeout, or the API server went).
    */
   watchCollection(
     path: string,
     onEvent: (type: string, o: Obj) => void,
     fromResourceVersion?: string,
+    onEnd?: () => void,
   ): () => void {
     let req: ReturnType<typeof httpsRequest> | undefined;
     let stopped = false;
@@ -172,9 +174,10 @@ export class Kube {
               if (!stopped) onEvent(ev.type, ev.object);
             }
           });
+          res.on("end", () => stopped || onEnd?.());
         },
       );
-      req.on("error", () => undefined);
+      req.on("error", () => stopped || onEnd?.());
       req.end();
     };
     void start();

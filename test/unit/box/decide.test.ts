@@ -51,6 +51,7 @@ const pvc = (name: string, extra: Partial<ObservedPVC> = {}): ObservedPVC => {
     deleting: false,
     owner: "this",
     retained: false,
+    copied: false,
     ...extra,
   };
 };
@@ -63,6 +64,7 @@ const pod = (extra: Partial<ObservedPod> = {}): ObservedPod => ({
   deleting: false,
   rootfsClaim: "box-rootfs-g1",
   workspaceClaim: "box-workspace",
+  restarts: 0,
   ...extra,
 });
 const types = (p: ReturnType<typeof decideBox>) =>
@@ -394,6 +396,129 @@ describe("decideBox: fork", () => {
     expect(rootfs?.type === "createPVC" && rootfs.pvc.spec?.dataSource?.name).toBe(
       "parent-rootfs-g2",
     );
+  });
+});
+
+describe("decideBox: fork with forkStrategy Copy", () => {
+  const parent = {
+    state: "ready" as const,
+    rootfsPVCName: "parent-rootfs-g2",
+    workspacePVCName: "parent-workspace",
+  };
+  const copyTemplate = template({ forkStrategy: "Copy" });
+  const copying = (p: Partial<ObservedPVC> = {}) => [
+    pvc("box-workspace", { copyFrom: "parent-workspace", ...p }),
+    pvc("box-rootfs-g1", { copyFrom: "parent-rootfs-g2", ...p }),
+  ];
+  const copyPod = (extra: Partial<ObservedPod> = {}) =>
+    pod({ name: "box.copy", role: "copy", phase: "Running", ready: false, ...extra });
+  const fork = (over: Parameters<typeof obs>[0]) =>
+    decideBox(obs({ spec: { forkFrom: "parent" }, parent, template: copyTemplate, ...over }));
+
+  it("creates empty PVCs and the copy Pod, not the box's Pod", () => {
+    const p = fork({});
+    expect(types(p)).toEqual([
+      "createPVC box-workspace",
+      "createPVC box-rootfs-g1",
+      "createPod box.copy",
+    ]);
+    const copy = p.actions[2];
+    expect(copy.type === "createPod" && copy.pod.spec?.volumes).toEqual([
+      {
+        name: "source-rootfs",
+        persistentVolumeClaim: { claimName: "parent-rootfs-g2", readOnly: true },
+      },
+      { name: "rootfs", persistentVolumeClaim: { claimName: "box-rootfs-g1" } },
+      {
+        name: "source-workspace",
+        persistentVolumeClaim: { claimName: "parent-workspace", readOnly: true },
+      },
+      { name: "workspace", persistentVolumeClaim: { claimName: "box-workspace" } },
+    ]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "ForkCopying" });
+    expect(p.events[0]).toMatchObject({ type: "Normal", reason: "ForkCopying" });
+  });
+
+  it("waits while the copy runs, whatever the parent does meanwhile", () => {
+    const p = fork({ parent: { state: "missing" }, pvcs: copying(), pods: [copyPod()] });
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "ForkCopying" });
+  });
+
+  it("recreates a copy Pod that is gone, from the PVCs' own record of their sources", () => {
+    const p = fork({ parent: { state: "missing" }, pvcs: copying() });
+    expect(types(p)).toEqual(["createPod box.copy"]);
+  });
+
+  it("marks both volumes copied, then deletes the copy Pod, once it Succeeded", () => {
+    const p = fork({ pvcs: copying(), pods: [copyPod({ phase: "Succeeded" })] });
+    expect(types(p)).toEqual([
+      "markCopied box-workspace",
+      "markCopied box-rootfs-g1",
+      "deletePod box.copy",
+    ]);
+    expect(p.status.phase).toBe("Pending");
+  });
+
+  it("starts the box's Pod only once the volumes are copied and the copy Pod is gone", () => {
+    const copied = copying({ copied: true });
+    expect(
+      types(fork({ pvcs: copied, pods: [copyPod({ phase: "Succeeded", deleting: true })] })),
+    ).toEqual([]);
+    expect(types(fork({ pvcs: copied, pods: [copyPod({ phase: "Succeeded" })] }))).toEqual([
+      "deletePod box.copy",
+    ]);
+    const p = fork({ pvcs: copied });
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "ForkCloned" });
+  });
+
+  it("never starts the box on a half-copied volume: one marked, the other not, copies again", () => {
+    const half = [
+      pvc("box-workspace", { copyFrom: "parent-workspace", copied: true }),
+      pvc("box-rootfs-g1", { copyFrom: "parent-rootfs-g2" }),
+    ];
+    expect(types(fork({ pvcs: half }))).toEqual(["createPod box.copy"]);
+  });
+
+  it("reports failed attempts the kubelet retries, and replaces a copy Pod that Failed", () => {
+    const failure = "container copy exited 1 (Error)";
+    const retrying = fork({ pvcs: copying(), pods: [copyPod({ restarts: 2, failure })] });
+    expect(retrying.actions).toEqual([]);
+    expect(retrying.status).toMatchObject({ phase: "Pending", reason: "ForkCopyFailed" });
+    expect(retrying.status.message).toContain("attempt 2 failed (container copy exited 1 (Error))");
+    expect(retrying.events[0]).toMatchObject({ type: "Warning", reason: "ForkCopyFailed" });
+
+    const failed = fork({ pvcs: copying(), pods: [copyPod({ phase: "Failed", failure })] });
+    expect(types(failed)).toEqual(["deletePod box.copy"]);
+    expect(failed.status.reason).toBe("ForkCopyFailed");
+    // The next pass, with the failed Pod still going, waits for it before starting another.
+    expect(types(fork({ pvcs: copying(), pods: [copyPod({ deleting: true })] }))).toEqual([]);
+  });
+
+  it("runs, once copied, as a fork whose volumes were copied", () => {
+    const p = fork({
+      status: { phase: "Pending", reason: "ForkCopying" },
+      pvcs: copying({ copied: true }),
+      pods: [pod()],
+    });
+    expect(p.status).toMatchObject({
+      phase: "Running",
+      reason: "ForkCloned",
+      message: "running on volumes copied from the parent",
+    });
+  });
+
+  it("deletes the copy Pod with the rest on pause and delete", () => {
+    const paused = fork({
+      spec: { forkFrom: "parent", desiredState: "Paused" },
+      pvcs: copying(),
+      pods: [copyPod()],
+    });
+    expect(types(paused)).toEqual(["deletePod box.copy"]);
+    const deleted = fork({ deleting: true, pvcs: copying(), pods: [copyPod()] });
+    expect(types(deleted)).toContain("deletePod box.copy");
+    expect(deleted.cleanupDone).toBe(false);
   });
 });
 

@@ -51,8 +51,20 @@ describe("observedPVC: whose a PVC is", () => {
         volumeKey: "k",
         retained: true,
         owner: "none",
+        copied: false,
       },
     ]);
+  });
+
+  it("reads a fork's copy source and whether the copy is complete from its annotations", () => {
+    const p = pvc([]);
+    p.metadata!.annotations = { "pod.cubeplex.ai/copy-from": "parent-workspace" };
+    expect(observedPVC(p, "box-uid")[0]).toMatchObject({
+      copyFrom: "parent-workspace",
+      copied: false,
+    });
+    p.metadata!.annotations["pod.cubeplex.ai/copied"] = "true";
+    expect(observedPVC(p, "box-uid")[0].copied).toBe(true);
   });
 
   it("ignores a PVC without a CubePod volume role", () => {
@@ -87,8 +99,39 @@ describe("observedPod", () => {
       rootfsClaim: "k-rootfs-g1",
       workspaceClaim: "k-workspace",
       volumeKey: "k",
+      restarts: 0,
     });
     pod.status!.conditions = [{ type: "Ready", status: "False" }];
     expect(observedPod(pod).ready).toBe(false);
+  });
+
+  it("reads a copy Pod's role, its restarts and why its last attempt failed", () => {
+    const pod: kind.Pod = {
+      metadata: { name: "box.copy", labels: { "pod.cubeplex.ai/pod-role": "copy" } },
+      spec: { containers: [] },
+      status: {
+        phase: "Running",
+        containerStatuses: [
+          {
+            name: "copy",
+            image: "i",
+            imageID: "",
+            ready: false,
+            restartCount: 2,
+            state: { waiting: { reason: "CrashLoopBackOff" } },
+            lastState: { terminated: { exitCode: 1, reason: "Error", message: "no space\n" } },
+          },
+        ],
+      },
+    };
+    expect(observedPod(pod)).toMatchObject({
+      role: "copy",
+      restarts: 2,
+      failure: "container copy exited 1 (Error): no space",
+    });
+    pod.status = { phase: "Failed", reason: "Evicted", message: "the node ran out of disk" };
+    expect(observedPod(pod).failure).toBe("Evicted: the node ran out of disk");
+    pod.status = { phase: "Succeeded" };
+    expect(observedPod(pod).failure).toBeUndefined();
   });
 });

@@ -1,0 +1,3 @@
+module cubepod.local/podd
+
+go 1.25

@@ -1,0 +1,226 @@
+import { execFileSync } from "node:child_process";
+import { readdirSync, readFileSync } from "node:fs";
+import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { podTemplate } from "../../hack/lib/objects";
+import { inNamespace } from "./lifecycle-helpers";
+
+/*
+ * Sandboxes that really run, on the real node (hack/cluster/real-node.sh): podd under runc, on
+ * local volumes of the class cubepod-local (directories, and loop devices for Block). Data is
+ * written and read through the daemon's own API on the Pod IP, as the gateway and the E2B SDK do.
+ */
+
+const kube = new Kube();
+let ns: string;
+let h: ReturnType<typeof inNamespace>;
+const ROOTFS_FILE = "/mnt/cubepod/rootfs/upper/etc/agent.conf";
+const WORKSPACE_FILE = "/workspace/notes.txt";
+
+function realTemplate(volumeMode: "Filesystem" | "Block") {
+  return {
+    image: "cubepod.local/sandbox:dev",
+    poddInjectorImage: "cubepod.local/podd-injector:dev",
+    runtimeClassName: "",
+    volumeMode,
+    storageClassName: "cubepod-local",
+    forkStrategy: "Copy",
+    rootfs: { size: "64Mi" },
+    workspace: { size: "64Mi" },
+    nodeSelector: { "cubepod.dev/node": "real" },
+    tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
+  };
+}
+
+beforeAll(async () => {
+  ns = await kube.namespace("it-real");
+  h = inNamespace(kube, ns);
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("fs", realTemplate("Filesystem")));
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("block", realTemplate("Block")));
+});
+afterAll(async () => {
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+/** The box's daemon, once the box runs. */
+async function running(name: string, reason?: string): Promise<string> {
+  const box = await h.waitPhase(name, "Running", reason, 120_000);
+  return `http://${box.status.podIP}:49983`;
+}
+
+async function write(podd: string, path: string, text: string): Promise<void> {
+  const form = new FormData();
+  form.append("file", new Blob([text]), path);
+  const r = await fetch(`${podd}/files?path=${encodeURIComponent(path)}`, {
+    method: "POST",
+    body: form,
+  });
+  expect(r.status).toBe(200);
+}
+
+/** The file's text, or undefined when the daemon says there is none. */
+async function read(podd: string, path: string): Promise<string | undefined> {
+  const r = await fetch(`${podd}/files?path=${encodeURIComponent(path)}`);
+  if (r.status === 404) return undefined;
+  expect(r.status).toBe(200);
+  return r.text();
+}
+
+/** Runs a shell command through the daemon's process API (Connect); its stdout. */
+async function sh(podd: string, command: string): Promise<string> {
+  const json = Buffer.from(JSON.stringify({ process: { cmd: "/bin/sh", args: ["-c", command] } }));
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(json.length, 1);
+  const r = await fetch(`${podd}/process.Process/Start`, {
+    method: "POST",
+    headers: { "Content-Type": "application/connect+json" },
+    body: Buffer.concat([head, json]),
+  });
+  const body = Buffer.from(await r.arrayBuffer());
+  let out = "";
+  let exit: number | undefined;
+  for (let i = 0; i < body.length; i += 5 + body.readUInt32BE(i + 1)) {
+    const msg = JSON.parse(body.subarray(i + 5, i + 5 + body.readUInt32BE(i + 1)).toString());
+    const data = msg.event?.data?.stdout;
+    if (data) out += Buffer.from(data, "base64").toString();
+    if (msg.event?.end) exit = msg.event.end.exitCode;
+  }
+  if (exit !== 0) throw new Error(`${command}: exit ${exit}: ${out}`);
+  return out;
+}
+
+const pause = async (name: string) => {
+  await h.patchBox(name, { desiredState: "Paused" });
+  await h.waitPhase(name, "Paused", undefined, 60_000);
+};
+const resume = async (name: string) => {
+  await h.patchBox(name, { desiredState: "Running" });
+  return running(name, "Resumed");
+};
+
+describe("a sandbox on the real node (Filesystem)", () => {
+  it("keeps both volumes' files across a pause; a fork (Copy) has them, apart from its parent; a reset keeps only the workspace", async () => {
+    await h.createBox("agent", { templateRef: "fs" });
+    let podd = await running("agent");
+    await write(podd, WORKSPACE_FILE, "in the workspace");
+    await write(podd, ROOTFS_FILE, "in the rootfs");
+
+    await pause("agent");
+    expect(await h.podsOf("agent")).toEqual([]);
+    podd = await resume("agent");
+    expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await read(podd, ROOTFS_FILE)).toBe("in the rootfs");
+
+    // The fork waits for its copy Pod, which runs on the real node and copies both volumes.
+    await h.createBox("agent-fork", { templateRef: "fs", forkFrom: "agent" });
+    const child = await running("agent-fork", "ForkCloned");
+    const events = await kube.get(
+      `/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.name=agent-fork`,
+    );
+    expect(events.body.items.map((e: Obj) => e.reason)).toContain("ForkCopying");
+    expect(await h.podsOf("agent-fork")).toEqual(["agent-fork"]);
+    expect(await read(child, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await read(child, ROOTFS_FILE)).toBe("in the rootfs");
+    await write(child, WORKSPACE_FILE, "the fork's own");
+    await write(child, "/workspace/only-in-fork", "x");
+    expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await read(podd, "/workspace/only-in-fork")).toBeUndefined();
+
+    await h.patchBox("agent", { rootfsGeneration: 2 });
+    podd = await running("agent", "RootFSReset");
+    expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await read(podd, ROOTFS_FILE)).toBeUndefined();
+  });
+
+  it("hands out a running warm standby with an empty workspace", async () => {
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "pool" },
+      spec: { templateRef: "fs", replicas: 1 },
+    });
+    await kube.waitFor(
+      paths.podwarmpools(ns, "pool"),
+      o => o?.status?.readyReplicas === 1,
+      120_000,
+    );
+    await h.createBox("claimed", { warmPoolRef: "pool" });
+    const podd = await running("claimed", "WarmPoolClaimed");
+    expect(await sh(podd, "ls -A /workspace")).toBe("");
+    await kube.mergePatch(paths.podwarmpools(ns, "pool"), { spec: { replicas: 0 } });
+  });
+
+  it("deletes its volumes with Delete; keeps them with Retain, for a new box to re-attach by volumeKey", async () => {
+    await h.createBox("gone", { templateRef: "fs" });
+    await write(await running("gone"), WORKSPACE_FILE, "x");
+    const pvs = await boundVolumes("gone");
+    await kube.delete(paths.podboxes(ns, "gone"));
+    await h.waitGone(paths.podboxes(ns, "gone"), 60_000);
+    for (const pv of pvs) await h.waitGone(`/api/v1/persistentvolumes/${pv}`, 60_000);
+    expect(readdirSync(volumesDir).filter(f => pvs.some(pv => f.startsWith(pv)))).toEqual([]);
+
+    await h.createBox("kept", { templateRef: "fs", volumeReclaimPolicy: "Retain" });
+    await write(await running("kept"), WORKSPACE_FILE, "kept for later");
+    await kube.delete(paths.podboxes(ns, "kept"));
+    await h.waitGone(paths.podboxes(ns, "kept"), 60_000);
+    await h.createBox("again", { templateRef: "fs", volumeKey: "kept" });
+    expect(await read(await running("again"), WORKSPACE_FILE)).toBe("kept for later");
+  });
+});
+
+const volumesDir = `${process.env.CUBEPOD_CLUSTER_DIR ?? `${__dirname}/../../.cluster`}/real-node/volumes`;
+
+/** The PersistentVolumes bound to a volume key's PVCs. */
+async function boundVolumes(key: string): Promise<string[]> {
+  const pvcs = await kube.get(`${paths.pvcs(ns)}?labelSelector=pod.cubeplex.ai/volume-key=${key}`);
+  return pvcs.body.items.map((p: Obj) => p.spec.volumeName as string);
+}
+
+describe("a sandbox on the real node (Block)", () => {
+  it("keeps the bytes of its devices across a pause, and a fork (Copy) has them", async () => {
+    await h.createBox("raw", { templateRef: "block" });
+    let podd = await running("raw");
+    const stamp = "cubepod block data";
+    await sh(podd, `printf '${stamp}' | dd of=/dev/cubepod-workspace conv=fsync 2>/dev/null`);
+    await pause("raw");
+    podd = await resume("raw");
+    const readBack = `dd if=/dev/cubepod-workspace bs=${stamp.length} count=1 2>/dev/null`;
+    expect(await sh(podd, readBack)).toBe(stamp);
+
+    await h.createBox("raw-fork", { templateRef: "block", forkFrom: "raw" });
+    expect(await sh(await running("raw-fork", "ForkCloned"), readBack)).toBe(stamp);
+  });
+});
+
+describe("readiness from the real daemon", () => {
+  it("a box runs once its daemon answers, and reports a daemon that stops answering", async () => {
+    await h.createBox("probe", { templateRef: "fs" });
+    const podd = await running("probe");
+    expect((await fetch(`${podd}/health`)).status).toBe(204);
+
+    // Stopped, not killed: the container stays, only the daemon no longer answers.
+    const pid = poddPid((await kube.get(paths.pods(ns, "probe"))).body.metadata.uid);
+    process.kill(pid, "SIGSTOP");
+    try {
+      const box = await h.waitPhase("probe", "Pending", undefined, 60_000);
+      expect(box.status.message).toBe("waiting for Pod probe to be ready");
+    } finally {
+      process.kill(pid, "SIGCONT");
+    }
+    await running("probe");
+  });
+});
+
+/** The host pid of podd in the Pod with this uid (its cgroup names the Pod). */
+function poddPid(podUid: string): number {
+  for (const p of readdirSync("/proc").filter(d => /^\d+$/.test(d))) {
+    try {
+      const cmd = readFileSync(`/proc/${p}/cmdline`, "utf8");
+      if (!cmd.startsWith("/opt/cubepod/bin/podd\0")) continue;
+      if (readFileSync(`/proc/${p}/cgroup`, "utf8").includes(`pod${podUid}`)) return Number(p);
+    } catch {
+      // The process went meanwhile.
+    }
+  }
+  throw new Error(`no podd process of Pod ${podUid}: ${execFileSync("ps", ["-ef"]).toString()}`);
+}
