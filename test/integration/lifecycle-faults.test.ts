@@ -3,6 +3,9 @@ import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { inNamespace } from "./lifecycle-helpers";
 import { isNamespaceTerminating } from "../../capabilities/kit/api-errors";
 
+// Each restart rebuilds the module under pepr dev, and a test here restarts it up to three times.
+jest.setTimeout(420_000);
+
 const kube = new Kube();
 let ns: string;
 let h: ReturnType<typeof inNamespace>;
