@@ -37,6 +37,7 @@ export const RERUN: Record<string, string> = {
   coldStart: "npm run bench -- cold",
   admission: "npm run bench -- admission",
   gateway: "npm run bench -- gateway",
+  realNode: "npm run bench -- real",
   scale: "npm run bench -- scale",
 };
 
