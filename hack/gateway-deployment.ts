@@ -34,6 +34,9 @@ export type GatewayDeploymentInput = {
   image: string;
   replicas: number;
   domain: string;
+  /** Where its Pods may run, as the module's own Deployments take from the chart's values. */
+  nodeSelector?: Record<string, string>;
+  tolerations?: Record<string, string>[];
 };
 
 /**
@@ -110,6 +113,8 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
           },
           spec: {
             serviceAccountName: GATEWAY_NAME,
+            ...(input.nodeSelector ? { nodeSelector: input.nodeSelector } : {}),
+            ...(input.tolerations ? { tolerations: input.tolerations } : {}),
             securityContext: { runAsUser: UID, runAsGroup: UID, runAsNonRoot: true },
             containers: [
               {
@@ -170,13 +175,20 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
 }
 
 /** The chart's values for the gateway, and their schema (Pepr's schema refuses unknown keys). */
-export const GATEWAY_VALUES = { replicas: 2, domain: "cubepod.localhost" };
+export const GATEWAY_VALUES = {
+  replicas: 2,
+  domain: "cubepod.localhost",
+  nodeSelector: {},
+  tolerations: [],
+};
 export const GATEWAY_VALUES_SCHEMA = {
   type: "object",
   additionalProperties: false,
   properties: {
     replicas: { type: "integer", minimum: 0 },
     domain: { type: "string" },
+    nodeSelector: { type: "object", additionalProperties: { type: "string" } },
+    tolerations: { type: "array", items: { type: "object" } },
   },
 };
 
@@ -184,8 +196,18 @@ export const GATEWAY_VALUES_SCHEMA = {
  * The chart template: the same objects, with the replica count, domain and image taken from
  * values by whole lines (the code's base64 is never touched).
  */
-export function gatewayChartTemplate(input: Omit<GatewayDeploymentInput, "replicas" | "domain">) {
-  const docs = gatewayDeployment({ ...input, replicas: -1, domain: "@@domain@@" });
+export function gatewayChartTemplate(
+  input: Omit<GatewayDeploymentInput, "replicas" | "domain" | "nodeSelector" | "tolerations">,
+) {
+  const docs = gatewayDeployment({
+    ...input,
+    replicas: -1,
+    domain: "@@domain@@",
+    nodeSelector: { "@@nodeSelector@@": "" },
+    tolerations: [{ "@@tolerations@@": "" }],
+  });
+  const fromValues = (indent: string, key: string) =>
+    `${indent}${key}:\n${indent}  {{- toYaml .Values.gateway.${key} | nindent ${indent.length + 2} }}`;
   return docs
     .map(d => stringify(d, { lineWidth: 0 }))
     .join("---\n")
@@ -194,7 +216,10 @@ export function gatewayChartTemplate(input: Omit<GatewayDeploymentInput, "replic
       line
         .replace(/^(\s*replicas: )-1$/, "$1{{ .Values.gateway.replicas }}")
         .replace(/^(\s*value: )"?@@domain@@"?$/, "$1{{ .Values.gateway.domain | quote }}")
-        .replace(/^(\s*image: ).*$/, "$1{{ .Values.watcher.image }}"),
+        .replace(/^(\s*image: ).*$/, "$1{{ .Values.watcher.image }}")
+        .replace(/^(\s*)nodeSelector:$/, (_, i: string) => fromValues(i, "nodeSelector"))
+        .replace(/^(\s*)tolerations:$/, (_, i: string) => fromValues(i, "tolerations")),
     )
+    .filter(line => !line.includes("@@nodeSelector@@") && !line.includes("@@tolerations@@"))
     .join("\n");
 }

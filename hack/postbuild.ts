@@ -57,7 +57,11 @@ const gatewayInput = {
   tokenKey: randomBytes(32).toString("hex"),
   image: controllerImage(out),
 };
-const gateway = gatewayDeployment({ ...gatewayInput, ...GATEWAY_VALUES });
+const gateway = gatewayDeployment({
+  ...gatewayInput,
+  replicas: GATEWAY_VALUES.replicas,
+  domain: GATEWAY_VALUES.domain,
+});
 writeFileSync(moduleYaml, toYaml([...out, ...policy, ...gateway]));
 
 const chartTemplates = join(dist, `${uuid}-chart`, "templates");
@@ -111,7 +115,10 @@ function controllerImage(docs: Record<string, unknown>[]): string {
   return image;
 }
 
-/** The chart's `gateway` values, and their schema, which Pepr writes closed to unknown keys. */
+/**
+ * The chart's `gateway` values, and their schema, which Pepr writes closed to unknown keys; its
+ * RBAC rules may name resources (the store's CRD: module-rbac.ts).
+ */
 function addGatewayValues(chart: string): void {
   const values = join(chart, "values.yaml");
   writeFileSync(values, `${readFileSync(values, "utf8")}${stringify({ gateway: GATEWAY_VALUES })}`);
@@ -119,6 +126,7 @@ function addGatewayValues(chart: string): void {
   if (!existsSync(schemaFile)) return;
   const schema = JSON.parse(readFileSync(schemaFile, "utf8"));
   schema.definitions.Values.properties.gateway = GATEWAY_VALUES_SCHEMA;
+  schema.definitions.Rbac.properties.resourceNames = { type: "array", items: { type: "string" } };
   writeFileSync(schemaFile, `${JSON.stringify(schema, null, 2)}\n`);
 }
 

@@ -1,13 +1,11 @@
 #!/usr/bin/env bash
 # Creates the local CA, the API server's serving certificate, the admin client certificate and the
-# service-account key pair under .cluster/pki (once).
+# service-account key pair under .cluster/pki (once; the serving certificate again when it does not
+# name the Service IP of `kubernetes`, by which Pods reach the API server).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 mkdir -p "$PKI" && cd "$PKI"
-[ -f admin.crt ] && exit 0
 command -v openssl >/dev/null || die "openssl is needed to create the cluster's certificates"
-openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
-  -subj "/CN=cubepod-local-ca" 2>/dev/null
 sign() { # name subject [san]
   openssl req -newkey rsa:2048 -nodes -keyout "$1.key" -out "$1.csr" -subj "$2" 2>/dev/null
   local ext
@@ -18,7 +16,13 @@ sign() { # name subject [san]
     -days 3650 -extfile "$ext" 2>/dev/null
   rm -f "$1.csr" "$ext"
 }
-sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
-sign admin "/O=system:masters/CN=$ADMIN_USER"
-openssl genrsa -out sa.key 2048 2>/dev/null
-openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+if [ ! -f admin.crt ]; then
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout ca.key -out ca.crt -days 3650 \
+    -subj "/CN=cubepod-local-ca" 2>/dev/null
+  sign admin "/O=system:masters/CN=$ADMIN_USER"
+  openssl genrsa -out sa.key 2048 2>/dev/null
+  openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+fi
+if ! openssl x509 -in apiserver.crt -noout -text 2>/dev/null | grep -q "IP Address:$KUBERNETES_SERVICE_IP\b"; then
+  sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+fi

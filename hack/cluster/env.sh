@@ -22,6 +22,11 @@ NODE_NAME=kwok-node-0
 REAL_NODE_NAME=cubepod-real-0
 REAL_POD_SUBNET=${CUBEPOD_REAL_POD_SUBNET:-198.18.0.0/24}
 REAL_GATEWAY_IP=${CUBEPOD_REAL_GATEWAY_IP:-198.18.0.1}
+# Service IPs: also a test network range, so that a real node's Pods route them to this machine,
+# where nothing but the API server's (the Service `kubernetes`, real-node.sh) is translated, and
+# a blackhole route keeps the rest from leaving it.
+SERVICE_CIDR=${CUBEPOD_SERVICE_CIDR:-198.18.1.0/24}
+KUBERNETES_SERVICE_IP=${CUBEPOD_KUBERNETES_SERVICE_IP:-198.18.1.1}
 MODULE_NAME=pepr-cubepod
 # The admin client certificate's user: the tests', and the local module's (pepr dev) identity.
 ADMIN_USER=cubepod-admin

@@ -7,6 +7,8 @@
 #   cubepod.local/podd-injector:dev  podd-init and podd (podd/, static Go programs) in /opt/cubepod/bin,
 #                                the copy program of `forkStrategy: Copy`, and busybox for `cp`
 #   cubepod.local/sandbox:dev    a sandbox's own image: the busybox userland with a /workspace
+#   ghcr.io/defenseunicorns/pepr/controller:v<pepr>  the image the module's (and the gateway's)
+#                                Deployments name, built here: see controller_image
 # An image is imported again when its content changed (the project's own programs do).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
@@ -28,12 +30,12 @@ busybox_root() {
 }
 
 # oci_image NAME ROOTFS ENTRYPOINT_JSON: imports the image, unless containerd has it already with
-# the same manifest (the layer tar is reproducible: sorted, fixed times and owners).
+# the same manifest (the layer tar is reproducible: sorted, fixed times, the owners given here).
 oci_image() {
   local name=$1 rootfs=$2 entrypoint=$3 dir
   dir=$work/$(echo "$name" | tr '/:' '__')
   mkdir -p "$dir/blobs/sha256"
-  tar -C "$rootfs" --sort=name --mtime=@0 --numeric-owner --owner=0 --group=0 -cf "$dir/layer.tar" .
+  tar -C "$rootfs" --sort=name --mtime=@0 --numeric-owner -cf "$dir/layer.tar" .
   local layer; layer=$(sha "$dir/layer.tar")
   mv "$dir/layer.tar" "$dir/blobs/sha256/$layer"
   printf '{"architecture":"amd64","os":"linux","config":{"Entrypoint":%s,"Env":["PATH=/bin"],"WorkingDir":"/"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]}}' \
@@ -49,6 +51,7 @@ oci_image() {
   printf '{"schemaVersion":2,"manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"annotations":{"io.containerd.image.name":"%s"}}]}' \
     "$manifest" "$(size "$dir/manifest.json")" "$name" >"$dir/index.json"
   mv "$dir/manifest.json" "$dir/blobs/sha256/$manifest"
+  echo "sha256:$manifest" >"$dir.digest"
   printf '{"imageLayoutVersion":"1.0.0"}' >"$dir/oci-layout"
   tar -C "$dir" -cf "$dir.tar" oci-layout index.json blobs
   ctr -a "$sock" -n k8s.io images import "$dir.tar" >/dev/null
@@ -74,3 +77,48 @@ rm -f "$work/sandbox/bin/bash"
 printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$work/sandbox/bin/bash"
 chmod 0755 "$work/sandbox/bin/bash"
 oci_image cubepod.local/sandbox:dev "$work/sandbox" '["/bin/sh"]'
+
+# The Pepr controller image, as the published one is laid out (`node` as the entrypoint, the
+# module's runtime in /app/node_modules), from what this machine has: its own Node binary with the
+# shared libraries it links, on the busybox userland, and the production dependencies of this
+# project's lockfile (pepr at the pinned version, and what the gateway bundle's loader needs),
+# installed once per lockfile and Node version into the cache.
+controller_image() {
+  local pepr name key app node
+  pepr=$(node -p "require('$ROOT/package.json').dependencies.pepr")
+  name=ghcr.io/defenseunicorns/pepr/controller:v$pepr
+  key=$( (cat "$ROOT/package-lock.json"; node --version) | sha256sum | cut -c1-16)
+  app=$CUBEPOD_CACHE/controller-app/$key
+  # The image made from this app and this script, once imported.
+  local stamp; stamp=$app.$(sha256sum "$here/images.sh" | cut -c1-12).digest
+  if [ -f "$stamp" ] && ctr -a "$sock" -n k8s.io images ls | awk -v n="$name" '$1 == n {print $3}' |
+    grep -qx "$(cat "$stamp")"; then
+    return
+  fi
+  if [ ! -d "$app/node_modules" ]; then
+    log "installing the controller image's node_modules (pepr $pepr)"
+    rm -rf "$app.tmp" && mkdir -p "$app.tmp"
+    cp "$ROOT/package.json" "$ROOT/package-lock.json" "$app.tmp/"
+    (cd "$app.tmp" && npm ci --omit=dev --ignore-scripts --no-audit --no-fund >/dev/null) ||
+      die "npm ci for the controller image failed"
+    mv "$app.tmp" "$app"
+  fi
+  local root=$work/controller
+  busybox_root "$root"
+  node=$(readlink -f "$(command -v node)")
+  mkdir -p "$root/usr/local/bin" "$root/app"
+  cp "$node" "$root/usr/local/bin/node"
+  ln -sf /usr/local/bin/node "$root/bin/node"
+  for lib in $(ldd "$node" | grep -o '/[^ ]*'); do
+    mkdir -p "$root$(dirname "$lib")"
+    cp -L "$lib" "$root$lib"
+  done
+  printf 'nonroot:x:65532:65532::/home/nonroot:/bin/sh\n' >>"$root/etc/passwd"
+  cp -a "$app/node_modules" "$root/app/node_modules"
+  # The controller writes the module's code into /app, as the user its Deployments run as.
+  chown 65532:65532 "$root/app"
+  oci_image "$name" "$root" '["node"]'
+  cp "$work/$(echo "$name" | tr '/:' '__').digest" "$stamp" 2>/dev/null ||
+    ctr -a "$sock" -n k8s.io images ls | awk -v n="$name" '$1 == n {print $3}' >"$stamp"
+}
+controller_image

@@ -18,7 +18,7 @@ KUBELET_HEALTHZ_PORT=${CUBEPOD_KUBELET_HEALTHZ_PORT:-10268}
 
 fill() { # template -> stdout
   sed -e "s#@RUN@#$RUN#g" -e "s#@PKI@#$PKI#g" -e "s#@POD_SUBNET@#$REAL_POD_SUBNET#g" \
-    -e "s#@GATEWAY_IP@#$REAL_GATEWAY_IP#g" -e "s#^port: .*#port: $KUBELET_PORT#" \
+    -e "s#@GATEWAY_IP@#$REAL_GATEWAY_IP#g" -e "s#@SERVICE_CIDR@#$SERVICE_CIDR#g" -e "s#^port: .*#port: $KUBELET_PORT#" \
     -e "s#^healthzPort: .*#healthzPort: $KUBELET_HEALTHZ_PORT#" "$1"
 }
 
@@ -91,6 +91,13 @@ start)
   ip link show cubepod0 >/dev/null 2>&1 || ip link add cubepod0 type bridge
   ip addr replace "$REAL_GATEWAY_IP/${REAL_POD_SUBNET#*/}" dev cubepod0
   ip link set cubepod0 up
+  # Pods reach the API server as on any cluster, through the Service `kubernetes`: its IP and port
+  # are translated to the API server on loopback (route_localnet lets the bridge's packets go
+  # there), and every other Service IP ends here, as no kube-proxy translates them.
+  sysctl -qw "net.ipv4.conf.cubepod0.route_localnet=1"
+  dnat=(PREROUTING -i cubepod0 -d "$KUBERNETES_SERVICE_IP" -p tcp --dport 443 -j DNAT --to-destination "127.0.0.1:$APISERVER_PORT")
+  iptables -t nat -C "${dnat[@]}" 2>/dev/null || iptables -t nat -A "${dnat[@]}"
+  ip route replace blackhole "$SERVICE_CIDR"
   start containerd containerd --config "$RUN/containerd.toml"
   wait_for containerd 60 ctr -a "$SOCK" version || die "containerd did not start: see $LOGS/containerd.log"
   bash "$here/images.sh" "$SOCK"
@@ -116,6 +123,9 @@ stop)
   grep -o " $RUN[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' || true); do ip netns delete "$ns" || true; done
   ip link delete cubepod0 2>/dev/null || true
+  iptables -t nat -D PREROUTING -i cubepod0 -d "$KUBERNETES_SERVICE_IP" -p tcp --dport 443 -j DNAT \
+    --to-destination "127.0.0.1:$APISERVER_PORT" 2>/dev/null || true
+  ip route delete blackhole "$SERVICE_CIDR" 2>/dev/null || true
   # Loop devices of Block volumes (local-volumes.ts attaches them again at the next start) and
   # the kubelet's own, on its device map paths.
   losetup -a | grep -F "($RUN/" | cut -d: -f1 | while read -r loop; do losetup -d "$loop" || true; done

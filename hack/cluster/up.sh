@@ -30,8 +30,8 @@ start kube-apiserver "$CUBEPOD_BIN/kube-apiserver" \
   --authorization-mode Node,RBAC --enable-admission-plugins NodeRestriction \
   --service-account-issuer https://kubernetes.default.svc.cluster.local \
   --service-account-key-file "$PKI/sa.pub" --service-account-signing-key-file "$PKI/sa.key" \
-  --service-cluster-ip-range 127.96.0.0/16 --allow-privileged=true \
-  --disable-admission-plugins ServiceAccount,TaintNodesByCondition --endpoint-reconciler-type none \
+  --service-cluster-ip-range "$SERVICE_CIDR" --enable-aggregator-routing=true --allow-privileged=true \
+  --disable-admission-plugins TaintNodesByCondition --endpoint-reconciler-type none \
   --max-requests-inflight 1000 --max-mutating-requests-inflight 500 \
   --audit-policy-file "$here/manifests/audit-policy.yaml" --audit-log-path "$LOGS/audit.log" \
   --audit-log-maxsize 200 --audit-log-maxbackup 1
@@ -41,7 +41,8 @@ start kube-controller-manager "$CUBEPOD_BIN/kube-controller-manager" \
   --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
   --authorization-kubeconfig "$KUBECONFIG_FILE" --leader-elect=false \
   --bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
-  --controllers garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller,clusterrole-aggregation-controller \
+  --controllers garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller,clusterrole-aggregation-controller,endpoints-controller,endpointslice-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,deployment-controller,replicaset-controller \
+  --root-ca-file "$PKI/ca.crt" \
   --kube-api-qps 200 --kube-api-burst 400
 
 sed "s#KUBECONFIG_PLACEHOLDER#$KUBECONFIG_FILE#" "$here/manifests/scheduler.yaml" >"$CLUSTER_DIR/scheduler.yaml"

@@ -1,13 +1,17 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { auditEvents } from "../../hack/lib/audit";
+import { Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
 import { podTemplate } from "../../hack/lib/objects";
+import { DEPLOYMENTS, deployModule, MODULE_NAMESPACE, undeployModule } from "./deployed-module";
 import { inNamespace } from "./lifecycle-helpers";
 
 /*
  * Sandboxes that really run, on the real node (hack/cluster/real-node.sh): podd under runc, on
  * local volumes of the class cubepod-local (directories, and loop devices for Block). Data is
  * written and read through the daemon's own API on the Pod IP, as the gateway and the E2B SDK do.
+ * The module runs here as a cluster runs it: installed from its Helm chart, on the real node, as
+ * its own ServiceAccount, its webhooks called through their Service (deployed-module.ts).
  */
 
 const kube = new Kube();
@@ -32,6 +36,7 @@ function realTemplate(volumeMode: "Filesystem" | "Block") {
 }
 
 beforeAll(async () => {
+  await deployModule(kube);
   ns = await kube.namespace("it-real");
   h = inNamespace(kube, ns);
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("fs", realTemplate("Filesystem")));
@@ -39,7 +44,70 @@ beforeAll(async () => {
 });
 afterAll(async () => {
   await kube.delete(`/api/v1/namespaces/${ns}`);
+  await undeployModule(kube);
   kube.close();
+});
+
+const MODULE_USER = `system:serviceaccount:${MODULE_NAMESPACE}:pepr-cubepod`;
+
+describe("the module as its chart installs it", () => {
+  it("runs on the real node, as its own ServiceAccount, its webhooks behind their Service", async () => {
+    const pods = await kube.get(`/api/v1/namespaces/${MODULE_NAMESPACE}/pods`);
+    const byApp = (name: string) =>
+      pods.body.items.filter((p: Obj) => p.metadata.ownerReferences?.[0]?.name.startsWith(name));
+    for (const name of DEPLOYMENTS) expect(byApp(name).length).toBeGreaterThan(0);
+    for (const pod of pods.body.items as Obj[]) {
+      if (pod.metadata.deletionTimestamp) continue;
+      expect(pod.spec.nodeName).toBe("cubepod-real-0");
+      expect(pod.status.podIP).toMatch(/^198\.18\.0\./);
+    }
+    for (const name of ["pepr-cubepod", "pepr-cubepod-watcher"]) {
+      expect(byApp(name)[0].spec.serviceAccountName).toBe("pepr-cubepod");
+    }
+    const hooks = await kube.get(
+      "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/pepr-cubepod",
+    );
+    // The gateway in its Pod answers E2B's API from there: a key it does not know gets 401.
+    const gateway = byApp("cubepod-gateway")[0];
+    const r = await fetch(`http://${gateway.status.podIP}:8080/sandboxes`, {
+      headers: { "X-API-Key": "e2b_unknown" },
+    });
+    expect(r.status).toBe(401);
+    expect(await r.json()).toMatchObject({ code: 401 });
+    for (const hook of hooks.body.webhooks) {
+      expect(hook.clientConfig.service).toMatchObject({
+        name: "pepr-cubepod",
+        namespace: MODULE_NAMESPACE,
+      });
+      expect(hook.clientConfig.url).toBeUndefined();
+    }
+  });
+
+  it("denies bad input through its Service, and `npx pepr monitor` shows the decision", async () => {
+    const monitor = spawn("npx", ["pepr", "monitor"], {
+      cwd: ROOT,
+      env: { ...process.env, KUBECONFIG },
+      detached: true,
+    });
+    let seen = "";
+    monitor.stdout.on("data", (c: Buffer) => (seen += c.toString()));
+    monitor.stderr.on("data", (c: Buffer) => (seen += c.toString()));
+    try {
+      // The monitor follows the logs from when it attached: deny until it has shown one.
+      // A name only the webhook checks (the CRD cannot see that it becomes a label value).
+      const bad = podTemplate("t".repeat(64), realTemplate("Filesystem"));
+      for (let i = 0; i < 60 && !seen.includes("VALIDATE"); i++) {
+        const r = await kube.create(paths.podtemplates(ns), bad);
+        expect(r.status).toBe(422);
+        expect(r.body.message).toContain("metadata.name: must be at most 63 characters");
+        await new Promise(r => setTimeout(r, 1000));
+      }
+      expect(seen).toMatch(/❌ {2}VALIDATE/);
+      expect(seen).toContain("metadata.name: must be at most 63 characters");
+    } finally {
+      process.kill(-monitor.pid!, "SIGKILL");
+    }
+  });
 });
 
 /** The box's daemon, once the box runs. */
@@ -208,6 +276,18 @@ describe("readiness from the real daemon", () => {
       process.kill(pid, "SIGCONT");
     }
     await running("probe");
+  });
+});
+
+describe("the deployed module's RBAC", () => {
+  it("let it do everything it tried in these tests: no request of its ServiceAccount was refused", () => {
+    const since = process.env.CUBEPOD_TEST_RUN_STARTED ?? "";
+    const requests = auditEvents(`"username":"${MODULE_USER}"`).filter(
+      e => e.stageTimestamp >= since,
+    );
+    expect(requests.length).toBeGreaterThan(0);
+    const refused = requests.filter(e => e.responseStatus?.code === 403);
+    expect(refused.map(e => `${e.verb} ${e.requestURI}`)).toEqual([]);
   });
 });
 

@@ -1,0 +1,94 @@
+import { execFileSync } from "node:child_process";
+import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import { cluster, Kube, KUBECONFIG, paths, ROOT } from "../../hack/lib/kube";
+
+const bin = join(
+  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
+  "bin",
+);
+export const MODULE_NAMESPACE = "pepr-system";
+/** The Deployments the chart installs: the module's two, and the gateway. */
+export const DEPLOYMENTS = ["pepr-cubepod", "pepr-cubepod-watcher", "cubepod-gateway"];
+
+/** Where the real node's Pods go: what a cluster would give to steer them to capable nodes. */
+export const REAL_NODE_PLACEMENT = {
+  nodeSelector: { "cubepod.dev/node": "real" },
+  tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
+};
+
+const run = (cmd: string, args: string[], input?: string) =>
+  execFileSync(join(bin, cmd), args, {
+    encoding: "utf8",
+    input,
+    env: { ...process.env, KUBECONFIG },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+
+/**
+ * Installs the module as a cluster would: `pepr dev` stopped (its webhooks go with it), the
+ * generated Helm chart rendered with values that place its Pods on the real node, applied as a
+ * GitOps tool applies a chart (server-side), and waited for: every Deployment available, the
+ * webhooks answering through their Service. The module then runs on the controller image built
+ * for the node, as its own ServiceAccount with the chart's RBAC.
+ */
+export async function deployModule(kube: Kube): Promise<void> {
+  const chart = join(ROOT, "dist", "cubepod-chart");
+  if (!existsSync(chart)) execFileSync("bash", [join(ROOT, "hack", "build-module.sh")]);
+  cluster("module", "stop");
+  const dir = mkdtempSync(join(tmpdir(), "cubepod-chart-"));
+  const values = join(dir, "values.yaml");
+  writeFileSync(
+    values,
+    stringify({
+      admission: REAL_NODE_PLACEMENT,
+      watcher: REAL_NODE_PLACEMENT,
+      gateway: { ...REAL_NODE_PLACEMENT, replicas: 1 },
+    }),
+  );
+  const rendered = run("helm", [
+    "template",
+    "cubepod",
+    chart,
+    "-n",
+    MODULE_NAMESPACE,
+    "-f",
+    values,
+  ]);
+  run("kubectl", ["apply", "--server-side", "--force-conflicts", "-f", "-"], rendered);
+  for (const name of DEPLOYMENTS) {
+    await kube.waitFor(
+      `/apis/apps/v1/namespaces/${MODULE_NAMESPACE}/deployments/${name}`,
+      o =>
+        o?.status?.observedGeneration === o?.metadata?.generation &&
+        (o?.status?.availableReplicas ?? 0) >= (o?.spec?.replicas ?? 1) &&
+        (o?.status?.unavailableReplicas ?? 0) === 0,
+      300_000,
+    );
+  }
+  // Admission through the Service: a dry-run create of a valid template is admitted.
+  for (let i = 0; i < 60; i++) {
+    const r = await kube.request("POST", `${paths.podtemplates("default")}?dryRun=All`, {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodTemplate",
+      metadata: { name: "probe" },
+      spec: { image: "cubepod.local/sandbox:dev" },
+    });
+    if (r.status === 201) return;
+    await new Promise(r => setTimeout(r, 1000));
+  }
+  throw new Error("the deployed module's webhooks never answered through their Service");
+}
+
+/** Removes what the chart runs, and brings `pepr dev` (and the local policies) back. */
+export async function undeployModule(kube: Kube): Promise<void> {
+  for (const name of DEPLOYMENTS) {
+    await kube.delete(`/apis/apps/v1/namespaces/${MODULE_NAMESPACE}/deployments/${name}`);
+  }
+  for (const kind of ["mutatingwebhookconfigurations", "validatingwebhookconfigurations"]) {
+    await kube.delete(`/apis/admissionregistration.k8s.io/v1/${kind}/pepr-cubepod`);
+  }
+  cluster("up");
+}
