@@ -1,6 +1,6 @@
 import type { V1Container, V1Pod } from "@kubernetes/client-node";
 import { LABEL_BOX, LABEL_MANAGED_BY, LABEL_POD_ROLE, MANAGED_BY } from "./labels";
-import { PODD_BIN_DIR, ROOTFS_VOLUME, WORKSPACE_VOLUME } from "./pod";
+import { placementOf, PODD_BIN_DIR, ROOTFS_VOLUME, WORKSPACE_VOLUME } from "./pod";
 import { Owner, TemplateRef } from "./types";
 
 export const COPY_ROLE = "copy";
@@ -72,10 +72,7 @@ export function buildCopyPod(input: CopyPodInput): V1Pod {
       ...(input.owner ? { ownerReferences: [input.owner] } : {}),
     },
     spec: {
-      ...(tpl.nodeSelector ? { nodeSelector: tpl.nodeSelector } : {}),
-      ...(tpl.tolerations ? { tolerations: tpl.tolerations } : {}),
-      ...(tpl.affinity ? { affinity: tpl.affinity } : {}),
-      ...(tpl.priorityClassName ? { priorityClassName: tpl.priorityClassName } : {}),
+      ...placementOf(tpl),
       restartPolicy: "OnFailure",
       automountServiceAccountToken: false,
       enableServiceLinks: false,

@@ -1,4 +1,4 @@
-import type { V1Container, V1EnvVar, V1Pod } from "@kubernetes/client-node";
+import type { V1Container, V1EnvVar, V1Pod, V1PodSpec } from "@kubernetes/client-node";
 import {
   LABEL_BOX,
   LABEL_MANAGED_BY,
@@ -98,10 +98,7 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
     },
     spec: {
       ...(tpl.runtimeClassName ? { runtimeClassName: tpl.runtimeClassName } : {}),
-      ...(tpl.nodeSelector ? { nodeSelector: tpl.nodeSelector } : {}),
-      ...(tpl.tolerations ? { tolerations: tpl.tolerations } : {}),
-      ...(tpl.affinity ? { affinity: tpl.affinity } : {}),
-      ...(tpl.priorityClassName ? { priorityClassName: tpl.priorityClassName } : {}),
+      ...placementOf(tpl),
       restartPolicy: "Always",
       // Sandboxes run untrusted agent code: no API credentials, no service discovery env.
       automountServiceAccountToken: false,
@@ -113,5 +110,18 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
         { name: WORKSPACE_VOLUME, persistentVolumeClaim: { claimName: input.workspacePVCName } },
       ],
     },
+  };
+}
+
+/**
+ * Where a template's Pods may run (node selector, tolerations, affinity, priority class): the
+ * sandbox's and its fork's copy Pod alike, as their volumes may be local to those nodes.
+ */
+export function placementOf(tpl: TemplateRef["spec"]): Partial<V1PodSpec> {
+  return {
+    ...(tpl.nodeSelector ? { nodeSelector: tpl.nodeSelector } : {}),
+    ...(tpl.tolerations ? { tolerations: tpl.tolerations } : {}),
+    ...(tpl.affinity ? { affinity: tpl.affinity } : {}),
+    ...(tpl.priorityClassName ? { priorityClassName: tpl.priorityClassName } : {}),
   };
 }
