@@ -1,5 +1,6 @@
-import { Agent, IncomingHttpHeaders, IncomingMessage, request, ServerResponse } from "node:http";
+import type { IncomingHttpHeaders, IncomingMessage, ServerResponse } from "node:http";
 import { connect, Socket } from "node:net";
+import { Agent, type Dispatcher } from "undici";
 import type { PodBox } from "../capabilities/api/kinds";
 import type { ApiClient } from "../capabilities/client/api-client";
 import { paths } from "../capabilities/client/paths";
@@ -23,8 +24,20 @@ const CONTROL_PATHS = [
 ];
 /** Activity is written to a box at most this often, however busy its traffic. */
 const ACTIVITY_EVERY_MS = 5000;
-/** Headers of one connection, never forwarded (RFC 9110, 7.6.1). */
-const HOP_BY_HOP = ["connection", "keep-alive", "proxy-connection", "te", "trailer", "upgrade"];
+/**
+ * Headers of one connection, never forwarded (RFC 9110, 7.6.1); and the request's framing and
+ * `Expect`, which the gateway's own server has answered and its client sets anew.
+ */
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "proxy-connection",
+  "te",
+  "trailer",
+  "upgrade",
+  "transfer-encoding",
+]);
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, "expect"]);
 
 /** Where a request goes: a sandbox and a port of it. */
 export type Route = { id: string; port: number };
@@ -85,7 +98,9 @@ export const sendJson = (res: ServerResponse, status: number, body: unknown) => 
  * reachable from outside. Traffic is recorded as the box's activity.
  */
 export class SandboxProxy {
-  readonly #agent = new Agent({ keepAlive: true, maxSockets: 256 });
+  // Kept-alive connections to each Pod; no timeouts: a stream may be quiet for minutes, and an
+  // answer's first byte may wait as long as the sandbox's program takes.
+  readonly #agent = new Agent({ connections: 256, headersTimeout: 0, bodyTimeout: 0 });
   readonly #lastActivity = new Map<string, number>();
 
   /**
@@ -180,40 +195,23 @@ export class SandboxProxy {
       return;
     }
     this.#recordActivity(target.box);
-    const started = performance.now();
     proxiedConnections.inc();
-    res.once("close", () => proxiedConnections.dec());
-    const upstream = request({
-      host: target.ip,
-      port: route.port,
-      method: req.method,
-      path: req.url,
-      headers: forwardable(req.headers),
-      agent: this.#agent,
+    const forward = new Forward(req, res, route);
+    res.once("close", () => {
+      proxiedConnections.dec();
+      if (!res.writableFinished) forward.abort();
     });
-    req.pipe(upstream);
-    upstream.on("response", r => {
-      requestDuration.observe({ route: "proxy" }, (performance.now() - started) / 1000);
-      res.writeHead(r.statusCode ?? 502, forwardable(r.headers));
-      r.pipe(res);
-      // A stream that is quiet at first still gets its headers now; an answer whose body is
-      // already here goes out with them in one write.
-      setImmediate(() => {
-        if (!res.headersSent && !res.destroyed) res.flushHeaders();
-      });
-    });
-    upstream.on("error", () => {
-      if (res.headersSent) return void res.destroy();
-      sendJson(res, 502, {
-        sandboxId: route.id,
-        message: "The sandbox is running but port is not open",
-        port: route.port,
-        code: 502,
-      });
-    });
-    res.on("close", () => {
-      if (!res.writableFinished) upstream.destroy();
-    });
+    const host = target.ip.includes(":") ? `[${target.ip}]` : target.ip;
+    this.#agent.dispatch(
+      {
+        origin: `http://${host}:${route.port}`,
+        path: req.url ?? "/",
+        method: (req.method ?? "GET") as Dispatcher.HttpMethod,
+        headers: forwardedRequestHeaders(req.rawHeaders),
+        body: hasBody(req.headers) ? req : null,
+      },
+      forward,
+    );
   }
 
   /** A WebSocket (or any Upgrade): the raw bytes both ways once the request head is passed on. */
@@ -263,12 +261,84 @@ export class SandboxProxy {
   }
 
   close(): void {
-    this.#agent.destroy();
+    void this.#agent.destroy();
   }
 }
 
-function forwardable(headers: IncomingHttpHeaders): IncomingHttpHeaders {
-  const out = { ...headers };
-  for (const h of HOP_BY_HOP) delete out[h];
+/**
+ * One proxied request's answer, streamed to the client as it comes: headers, then each chunk
+ * (the Pod waits while the client is slow to read), then the end.
+ */
+class Forward implements Dispatcher.DispatchHandler {
+  readonly #started = performance.now();
+  #controller?: Dispatcher.DispatchController;
+  #aborted = false;
+
+  constructor(
+    private readonly req: IncomingMessage,
+    private readonly res: ServerResponse,
+    private readonly route: Route,
+  ) {}
+
+  /** The client went away: the request to the Pod ends too. */
+  abort(): void {
+    this.#aborted = true;
+    this.#controller?.abort(new Error("the client closed the connection"));
+  }
+
+  onRequestStart(controller: Dispatcher.DispatchController): void {
+    this.#controller = controller;
+    if (this.#aborted) controller.abort(new Error("the client closed the connection"));
+  }
+
+  onResponseStart(
+    controller: Dispatcher.DispatchController,
+    status: number,
+    headers: IncomingHttpHeaders,
+  ): void {
+    requestDuration.observe({ route: "proxy" }, (performance.now() - this.#started) / 1000);
+    for (const h of HOP_BY_HOP) if (headers[h] !== undefined) delete headers[h];
+    this.res.writeHead(status, headers);
+    // An answer whose body is already here goes out with its headers in one write; a stream that
+    // is quiet at first still gets its headers now.
+    queueMicrotask(() => {
+      if (!this.res.headersSent && !this.res.destroyed) this.res.flushHeaders();
+    });
+  }
+
+  onResponseData(controller: Dispatcher.DispatchController, chunk: Buffer): void {
+    if (this.res.write(chunk)) return;
+    controller.pause();
+    this.res.once("drain", () => controller.resume());
+  }
+
+  onResponseEnd(): void {
+    this.res.end();
+  }
+
+  onResponseError(): void {
+    if (this.res.headersSent || this.#aborted) return void this.res.destroy();
+    this.req.resume();
+    sendJson(this.res, 502, {
+      sandboxId: this.route.id,
+      message: "The sandbox is running but port is not open",
+      port: this.route.port,
+      code: 502,
+    });
+  }
+}
+
+/** A request carries a body when it says so by its framing. */
+function hasBody(headers: IncomingHttpHeaders): boolean {
+  const length = headers["content-length"];
+  return headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
+
+/** The request's headers as received (name, value, ...), less those of the connection. */
+function forwardedRequestHeaders(raw: string[]): string[] {
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    if (!NOT_FORWARDED.has(raw[i].toLowerCase())) out.push(raw[i], raw[i + 1]);
+  }
   return out;
 }
