@@ -1,5 +1,5 @@
 import { Agent, request } from "undici";
-import type { CredentialSource } from "../capabilities/client/api-client";
+import { tlsOf, type CredentialSource } from "../capabilities/client/api-client";
 
 type Meta = { metadata?: { namespace?: string; name?: string; resourceVersion?: string } };
 type WatchEvent<T> = { type: string; object: T & { code?: number } };
@@ -33,8 +33,13 @@ export class Informer<T extends Meta> {
 
   /** Lists, delivers, and keeps watching in the background; resolves after the first list. */
   async start(): Promise<void> {
-    const { server, ca, cert, key, authorization } = await this.credentials();
-    this.#agent = new Agent({ connect: { ca, cert, key }, bodyTimeout: 0, headersTimeout: 30_000 });
+    const credentials = await this.credentials();
+    const { server, authorization } = credentials;
+    this.#agent = new Agent({
+      connect: tlsOf(credentials),
+      bodyTimeout: 0,
+      headersTimeout: 30_000,
+    });
     this.#server = server.replace(/\/$/, "");
     this.#headers = {
       "User-Agent": "cubepod-gateway",

@@ -1,4 +1,4 @@
-import type { ConnectionOptions } from "node:tls";
+import { createSecureContext, type ConnectionOptions } from "node:tls";
 import { Agent, request } from "undici";
 
 /** The user agent of every request but the watches (Pepr's and ours use the fluent client). */
@@ -19,6 +19,17 @@ export type Credentials = Pick<ConnectionOptions, "ca" | "cert" | "key"> & {
 
 /** Reads the credentials afresh: called at first use and every few minutes after. */
 export type CredentialSource = () => Promise<Credentials>;
+
+/**
+ * How an agent connects with these credentials: one TLS context for all its connections. Left to
+ * the connector, every new connection would parse the CA, certificate and key again, which costs
+ * more than the handshake when a burst of requests opens connections at once.
+ */
+export function tlsOf({ ca, cert, key }: Credentials): {
+  secureContext: ConnectionOptions["secureContext"];
+} {
+  return { secureContext: createSecureContext({ ca, cert, key }) };
+}
 
 type Connection = { agent: Agent; server: string; headers: Record<string, string> };
 type Method = "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
@@ -159,7 +170,8 @@ export class ApiClient {
   }
 
   async #connect(): Promise<Connection> {
-    const { server, ca, cert, key, authorization } = await this.credentials();
+    const credentials = await this.credentials();
+    const { server, authorization } = credentials;
     // Audit logs and API priority and fairness see CubePod's own requests under its own name.
     const headers: Record<string, string> = { "User-Agent": this.userAgent };
     if (authorization) headers.Authorization = authorization;
@@ -167,7 +179,7 @@ export class ApiClient {
       agent: new Agent({
         keepAliveTimeout: 60_000,
         connections: 16,
-        connect: { ca, cert, key },
+        connect: tlsOf(credentials),
         headersTimeout: this.timeoutMs,
         bodyTimeout: this.timeoutMs,
       }),
