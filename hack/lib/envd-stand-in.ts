@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { Kube, paths } from "./kube";
+import { Kube, Obj, paths } from "./kube";
 
 /** What one sandbox's stand-in was told by the gateway's `/init`. */
 export type Init = { envVars: Record<string, string>; accessToken: string };
@@ -20,7 +20,7 @@ export const ECHO_PORT = 8000;
 export class EnvdStandIn {
   readonly inits = new Map<string, Init>();
   readonly #servers = new Map<string, Server[]>();
-  #timer?: NodeJS.Timeout;
+  readonly #watches = new Set<() => void>();
   #stopped = false;
 
   constructor(
@@ -28,29 +28,40 @@ export class EnvdStandIn {
     private readonly namespaces: string[],
   ) {}
 
+  /** Serves each kwok Pod of the namespaces as it gets its IP: a list, then a watch. */
   start(): void {
-    const tick = async () => {
-      try {
-        for (const ns of this.namespaces) {
-          const r = await this.kube.get(paths.pods(ns));
-          for (const pod of r.body.items ?? []) {
-            const ip: string | undefined = pod.status?.podIP;
-            // kwok's Pods only (loopback IPs): the real node's run their own podd.
-            if (ip?.startsWith("127.") && !this.#servers.has(ip)) this.#serve(ip);
-          }
-        }
-      } catch {
-        // The next tick reads again (the API server may be restarting).
-      }
-      if (!this.#stopped) this.#timer = setTimeout(() => void tick(), 100);
-    };
-    void tick();
+    for (const ns of this.namespaces) this.#follow(ns);
   }
 
   stop(): void {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    for (const stop of this.#watches) stop();
     for (const servers of this.#servers.values()) for (const s of servers) s.close();
+  }
+
+  #follow(ns: string): void {
+    if (this.#stopped) return;
+    const again = (ms: number) => setTimeout(() => this.#follow(ns), ms).unref();
+    const see = (pod: Obj) => {
+      const ip: string | undefined = pod.status?.podIP;
+      // kwok's Pods only (loopback IPs): the real node's run their own podd.
+      if (ip?.startsWith("127.") && !this.#servers.has(ip)) this.#serve(ip);
+    };
+    this.kube.get(paths.pods(ns)).then(
+      r => {
+        if (this.#stopped) return;
+        for (const pod of r.body.items ?? []) see(pod);
+        // A watch ends (its timeout, or the API server restarting): list and watch again.
+        const stop = this.kube.watchCollection(
+          paths.pods(ns),
+          (type, pod) => type !== "DELETED" && see(pod),
+          r.body.metadata?.resourceVersion,
+          () => (this.#watches.delete(stop), again(100)),
+        );
+        this.#watches.add(stop);
+      },
+      () => again(500),
+    );
   }
 
   #serve(ip: string): void {
