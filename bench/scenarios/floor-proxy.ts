@@ -22,7 +22,9 @@ createServer((req, res) => {
     }
   }
   const bodyless = req.headers["content-length"] === undefined && !req.headers["transfer-encoding"];
+  // onRequestStart marks the handler as of undici's current interface.
   const handler: Dispatcher.DispatchHandler = {
+    onRequestStart: () => undefined,
     onResponseStart(_c, status: number, out: IncomingHttpHeaders) {
       for (const h of framing) if (out[h] !== undefined) delete out[h];
       res.writeHead(status, out);

@@ -21,6 +21,7 @@ const RATE_PER_S = 1000;
 const IDLE = 1000;
 const UPLOAD_MIB = 1024;
 const FLOOR_PROXY_PORT = 18099;
+const FLOOR_E2B_PORT = 18098;
 
 /** One GET, timed from the request to the end of the answer. */
 function get(host: string, port: number, headers: Record<string, string>): Promise<number> {
@@ -36,10 +37,36 @@ function get(host: string, port: number, headers: Record<string, string>): Promi
 }
 const keepAlive = new Agent({ keepAlive: true });
 
+/** A plain HTTP POST of a create's body to the least E2B server, timed to the end of its answer. */
+function postCreate(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const t0 = now();
+    const req = request(
+      {
+        host: "127.0.0.1",
+        port: FLOOR_E2B_PORT,
+        method: "POST",
+        path: "/v2/sandboxes",
+        headers: { "Content-Type": "application/json", "X-API-Key": "e2b_floor" },
+        agent: keepAlive,
+      },
+      res => {
+        const chunks: Buffer[] = [];
+        res.on("data", c => chunks.push(c));
+        res.on("end", () => (JSON.parse(Buffer.concat(chunks).toString()), resolve(now() - t0)));
+      },
+    );
+    req.on("error", reject);
+    req.end(JSON.stringify({ templateID: "python" }));
+  });
+}
+
 /**
  * The gateway against its floors, in the same run: the E2B SDK's `Sandbox.create` from a warm
  * pool (to the resolved promise) against a PodBox warm claim made directly, one at a time and 20
- * at once; a request proxied to a sandbox's port against the same request sent to the Pod IP and
+ * at once. The SDK's own cost is measured beside them, as the SDK's create against the least E2B
+ * server (floor-e2b.ts) over a plain HTTP POST to it: what the gateway adds is the rest. Then a
+ * request proxied to a sandbox's port against the same request sent to the Pod IP and
  * through the least proxy Node can be (floor-proxy.ts), in turn and at 1,000/s; a 1 GiB upload;
  * the gateway's memory for 1,000 idle proxied connections.
  */
@@ -60,13 +87,26 @@ export async function benchGateway(kube: Kube) {
     "podd stand-in serving",
   );
   const opts = { apiKey: key, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: "cubepod.localhost" };
+  const floorE2b = await ownProcess(
+    [join(ROOT, "bench", "scenarios", "floor-e2b.ts"), String(FLOOR_E2B_PORT)],
+    "ready",
+  );
+  const floorUrl = `http://127.0.0.1:${FLOOR_E2B_PORT}`;
+  const floorOpts = { ...opts, apiUrl: floorUrl, sandboxUrl: floorUrl };
+  const sdkFloorCreate = async () => {
+    const t0 = now();
+    await Sandbox.create("python", floorOpts);
+    return now() - t0;
+  };
   const pool = "gw-pool";
   const standbys = await startPool(kube, ns, pool, 25);
   const { claim, stop } = claimTimer(kube, ns, pool, standbys);
   const direct: number[] = [];
   const viaSdk: number[] = [];
+  const sdkFloor: number[] = [];
+  const httpFloor: number[] = [];
   const made: Sandbox[] = [];
-  // Alternating, so that both meet the same machine.
+  // Alternating, so that all meet the same machine, each after the same idle moment.
   for (let i = 0; i < ROUNDS; i++) {
     await standbys.atLeast(2);
     await sleep(500);
@@ -75,11 +115,23 @@ export async function benchGateway(kube: Kube) {
     const t0 = now();
     made.push(await Sandbox.create("python", opts));
     viaSdk.push(now() - t0);
+    await sleep(500);
+    sdkFloor.push(await sdkFloorCreate());
+    await sleep(500);
+    httpFloor.push(await postCreate());
   }
   // 20 at once, both ways in turn (the first of a round alternating), each from a pool with 20
   // standbys ready and the replenishing after the previous burst settled.
   const directBurst: number[] = [];
   const sdkBurst: number[] = [];
+  const sdkFloorBurst: number[] = [];
+  const httpFloorBurst: number[] = [];
+  const floorBursts = async () => {
+    await sleep(5000);
+    sdkFloorBurst.push(...(await Promise.all(Array.from({ length: BURST }, sdkFloorCreate))));
+    await sleep(5000);
+    httpFloorBurst.push(...(await Promise.all(Array.from({ length: BURST }, postCreate))));
+  };
   const sdkCreates = async () => {
     const timed = await Promise.all(
       Array.from({ length: BURST }, async () => {
@@ -101,7 +153,9 @@ export async function benchGateway(kube: Kube) {
       await sleep(5000);
       await burst(round);
     }
+    await floorBursts();
   }
+  process.kill(-floorE2b.pid!, "SIGTERM");
   stop();
   standbys.stop();
   const box = (await kube.get(paths.podboxes(ns, made[0].sandboxId))).body;
@@ -144,13 +198,20 @@ export async function benchGateway(kube: Kube) {
   await kube.delete(`/api/v1/namespaces/${ns}`);
   const c = stats(viaSdk);
   const d = stats(direct);
+  const sdkOwn = stats(sdkFloor).p50 - stats(httpFloor).p50;
+  const burstSdkOwn = stats(sdkFloorBurst).p50 - stats(httpFloorBurst).p50;
+  const burstOverDirect = stats(sdkBurst).p50 - stats(directBurst).p50;
   const p = stats(proxied);
   const q = stats(plain);
   results.gateway = {
-    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim; a GET proxied by the gateway vs direct and vs a bare Node proxy (ms); upload MiB/s; memory for idle connections",
+    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim, less the SDK's own cost (the SDK against the least E2B server, over a plain POST to it); a GET proxied by the gateway vs direct and vs the least Node proxy (ms); upload MiB/s; memory for idle connections",
     sdkCreate: c,
     directClaim: d,
-    addedByGatewayP50: tenths(c.p50 - d.p50),
+    sdkOverDirectP50: tenths(c.p50 - d.p50),
+    sdkFloorCreate: stats(sdkFloor),
+    httpFloorCreate: stats(httpFloor),
+    sdkOwnCostP50: tenths(sdkOwn),
+    addedByGatewayP50: tenths(c.p50 - d.p50 - sdkOwn),
     proxiedGet: p,
     directGet: q,
     floorProxyGet: stats(bare),
@@ -158,7 +219,11 @@ export async function benchGateway(kube: Kube) {
     addedOverFloorProxyP50: tenths(p.p50 - stats(bare).p50),
     burstSdkCreate: stats(sdkBurst),
     burstDirectClaim: stats(directBurst),
-    burstAddedByGatewayP50: tenths(stats(sdkBurst).p50 - stats(directBurst).p50),
+    burstSdkOverDirectP50: tenths(burstOverDirect),
+    burstSdkFloorCreate: stats(sdkFloorBurst),
+    burstHttpFloorCreate: stats(httpFloorBurst),
+    burstSdkOwnCostP50: tenths(burstSdkOwn),
+    burstAddedByGatewayP50: tenths(burstOverDirect - burstSdkOwn),
     proxiedGetAt1000PerS: stats(atRate.proxied),
     directGetAt1000PerS: stats(atRate.direct),
     floorProxyGetAt1000PerS: stats(atRate.floor),
