@@ -1,21 +1,11 @@
 import { Kube, Obj, paths } from "../../hack/lib/kube";
-import { podBox, podTemplate } from "../../hack/lib/objects";
+import { isPodReady } from "../../capabilities/kit/pod-ready";
+import { podBox, podTemplate, REAL_NODE_PLACEMENT, realTemplate } from "../../hack/lib/objects";
 import { results } from "../lib/results";
 import { now, stats } from "../lib/stats";
 
 /** A template placed on the real node, on its local volumes, forks copied. */
-const REAL_TEMPLATE = {
-  image: "cubepod.local/sandbox:dev",
-  poddInjectorImage: "cubepod.local/podd-injector:dev",
-  runtimeClassName: "",
-  volumeMode: "Filesystem",
-  storageClassName: "cubepod-local",
-  forkStrategy: "Copy",
-  rootfs: { size: "1Gi" },
-  workspace: { size: "1Gi" },
-  nodeSelector: { "cubepod.dev/node": "real" },
-  tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
-};
+const REAL_TEMPLATE = realTemplate("Filesystem", "1Gi");
 const ROUNDS = 5;
 /** What a fork copies: a workspace file of this many MiB, written through podd. */
 const DATA_MIB = 64;
@@ -62,7 +52,7 @@ export async function benchRealNode(kube: Kube) {
     m.floorPodReady.push(
       await timed(async () => {
         await kube.mustCreate(paths.pods(ns), floorPod(floor));
-        await kube.waitFor(paths.pods(ns, floor), o => isReady(o), 120_000);
+        await kube.waitFor(paths.pods(ns, floor), o => o !== undefined && isPodReady(o), 120_000);
       }),
     );
     m.floorPodGone.push(
@@ -125,11 +115,6 @@ export async function benchRealNode(kube: Kube) {
   };
 }
 
-const isReady = (o: Obj | undefined) =>
-  o?.status?.conditions?.some(
-    (c: { type: string; status: string }) => c.type === "Ready" && c.status === "True",
-  );
-
 function floorPVC(name: string) {
   return {
     apiVersion: "v1",
@@ -150,8 +135,7 @@ function floorPod(name: string) {
     kind: "Pod",
     metadata: { name },
     spec: {
-      nodeSelector: REAL_TEMPLATE.nodeSelector,
-      tolerations: REAL_TEMPLATE.tolerations,
+      ...REAL_NODE_PLACEMENT,
       terminationGracePeriodSeconds: 10,
       automountServiceAccountToken: false,
       containers: [

@@ -6,6 +6,27 @@ import { templateHash } from "../../capabilities/manifests/template-hash";
 /** A PodTemplate that runs anywhere: no VM runtime, Filesystem volumes. */
 export const TEMPLATE = { image: "py:3", runtimeClassName: "", volumeMode: "Filesystem" };
 
+/** What steers a Pod to the real node (hack/cluster/real-node.sh), as a cluster steers Pods to capable nodes. */
+export const REAL_NODE_PLACEMENT = {
+  nodeSelector: { "cubepod.dev/node": "real" },
+  tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
+};
+
+/** A PodTemplate for the real node: its images, local volumes of `size` each, forks copied. */
+export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
+  return {
+    image: "cubepod.local/sandbox:dev",
+    poddInjectorImage: "cubepod.local/podd-injector:dev",
+    runtimeClassName: "",
+    volumeMode,
+    storageClassName: "cubepod-local",
+    forkStrategy: "Copy",
+    rootfs: { size },
+    workspace: { size },
+    ...REAL_NODE_PLACEMENT,
+  };
+}
+
 export function podTemplate(name: string, spec: object = TEMPLATE) {
   return { apiVersion: "pod.cubeplex.ai/v1alpha1", kind: "PodTemplate", metadata: { name }, spec };
 }

@@ -4,12 +4,8 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { GATEWAY_NAME, LOADER } from "../../hack/gateway-deployment";
-import { CLUSTER_DIR, credentialsOf, KUBECONFIG, Obj, ROOT } from "../../hack/lib/kube";
+import { BIN_DIR, CLUSTER_DIR, credentialsOf, KUBECONFIG, Obj, ROOT } from "../../hack/lib/kube";
 
-const bin = join(
-  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
-  "bin",
-);
 const SA_DIR = "/run/secrets/kubernetes.io/serviceaccount";
 
 /** The gateway's objects from the built module manifest (built when missing). */
@@ -36,7 +32,7 @@ export function startDeployedGateway(port: number, tokenKey: string): ChildProce
     ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"].includes(d.kind),
   );
   const kubectl = (...args: string[]) =>
-    execFileSync(join(bin, "kubectl"), args, {
+    execFileSync(join(BIN_DIR, "kubectl"), args, {
       encoding: "utf8",
       env: { ...process.env, KUBECONFIG },
     });

@@ -3,24 +3,15 @@ import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { stringify } from "yaml";
-import { cluster, Kube, KUBECONFIG, paths, ROOT } from "../../hack/lib/kube";
+import { BIN_DIR, cluster, Kube, KUBECONFIG, paths, ROOT } from "../../hack/lib/kube";
+import { REAL_NODE_PLACEMENT } from "../../hack/lib/objects";
 
-const bin = join(
-  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
-  "bin",
-);
 export const MODULE_NAMESPACE = "pepr-system";
 /** The Deployments the chart installs: the module's two, and the gateway. */
 export const DEPLOYMENTS = ["pepr-cubepod", "pepr-cubepod-watcher", "cubepod-gateway"];
 
-/** Where the real node's Pods go: what a cluster would give to steer them to capable nodes. */
-export const REAL_NODE_PLACEMENT = {
-  nodeSelector: { "cubepod.dev/node": "real" },
-  tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
-};
-
 const run = (cmd: string, args: string[], input?: string) =>
-  execFileSync(join(bin, cmd), args, {
+  execFileSync(join(BIN_DIR, cmd), args, {
     encoding: "utf8",
     input,
     env: { ...process.env, KUBECONFIG },

@@ -4,16 +4,12 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import { MATCH_CONDITIONS } from "../../capabilities/admission/webhook-policy";
-import { KUBECONFIG, ROOT } from "../../hack/lib/kube";
+import { BIN_DIR, KUBECONFIG, ROOT } from "../../hack/lib/kube";
 import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
 
 const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
 const chart = join(ROOT, "dist", "cubepod-chart");
-const bin = join(
-  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
-  "bin",
-);
-const kubectl = join(bin, "kubectl");
+const kubectl = join(BIN_DIR, "kubectl");
 // eslint-disable-next-line @typescript-eslint/no-explicit-any
 type Doc = Record<string, any>;
 
@@ -72,7 +68,7 @@ describe("the deployable module manifest (npm run build)", () => {
   it("carries the provenance policy for the module's ServiceAccount, in the chart too", () => {
     const docs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS());
     const inChart = parseAllDocuments(
-      execFileSync(join(bin, "helm"), ["template", "cubepod", chart], { encoding: "utf8" }),
+      execFileSync(join(BIN_DIR, "helm"), ["template", "cubepod", chart], { encoding: "utf8" }),
     ).map(d => d.toJS());
     for (const all of [docs, inChart]) {
       const policy = all.find(d => d?.kind === "ValidatingAdmissionPolicy");
@@ -111,7 +107,7 @@ describe("the deployable module manifest (npm run build)", () => {
 describe("the Helm chart (npm run build), rendered by helm template", () => {
   const docs = (...set: string[]) =>
     parseAllDocuments(
-      execFileSync(join(bin, "helm"), ["template", "cubepod", chart, ...set], {
+      execFileSync(join(BIN_DIR, "helm"), ["template", "cubepod", chart, ...set], {
         encoding: "utf8",
         stdio: ["ignore", "pipe", "pipe"],
       }),

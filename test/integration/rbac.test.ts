@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { auditEvents } from "../../hack/lib/audit";
-import { Obj, ROOT } from "../../hack/lib/kube";
+import { BIN_DIR, Obj, ROOT } from "../../hack/lib/kube";
 import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
 
 /*
@@ -15,11 +15,7 @@ import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
 
 const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
 const chart = join(ROOT, "dist", "cubepod-chart");
-const helm = join(
-  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
-  "bin",
-  "helm",
-);
+const helm = join(BIN_DIR, "helm");
 
 /** The user agents of the module's two clients: its ApiClient, and Pepr's watches and store. */
 const MODULE_AGENTS = ["cubepod", "kubernetes-fluent-client"];

@@ -2,7 +2,7 @@ import { execFileSync, spawn } from "node:child_process";
 import { readdirSync, readFileSync } from "node:fs";
 import { auditEvents } from "../../hack/lib/audit";
 import { Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { podTemplate } from "../../hack/lib/objects";
+import { podTemplate, realTemplate } from "../../hack/lib/objects";
 import { DEPLOYMENTS, deployModule, MODULE_NAMESPACE, undeployModule } from "./deployed-module";
 import { inNamespace } from "./lifecycle-helpers";
 
@@ -19,28 +19,20 @@ let ns: string;
 let h: ReturnType<typeof inNamespace>;
 const ROOTFS_FILE = "/mnt/cubepod/rootfs/upper/etc/agent.conf";
 const WORKSPACE_FILE = "/workspace/notes.txt";
-
-function realTemplate(volumeMode: "Filesystem" | "Block") {
-  return {
-    image: "cubepod.local/sandbox:dev",
-    poddInjectorImage: "cubepod.local/podd-injector:dev",
-    runtimeClassName: "",
-    volumeMode,
-    storageClassName: "cubepod-local",
-    forkStrategy: "Copy",
-    rootfs: { size: "64Mi" },
-    workspace: { size: "64Mi" },
-    nodeSelector: { "cubepod.dev/node": "real" },
-    tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
-  };
-}
+const VOLUME_SIZE = "64Mi";
 
 beforeAll(async () => {
   await deployModule(kube);
   ns = await kube.namespace("it-real");
   h = inNamespace(kube, ns);
-  await kube.mustCreate(paths.podtemplates(ns), podTemplate("fs", realTemplate("Filesystem")));
-  await kube.mustCreate(paths.podtemplates(ns), podTemplate("block", realTemplate("Block")));
+  await kube.mustCreate(
+    paths.podtemplates(ns),
+    podTemplate("fs", realTemplate("Filesystem", VOLUME_SIZE)),
+  );
+  await kube.mustCreate(
+    paths.podtemplates(ns),
+    podTemplate("block", realTemplate("Block", VOLUME_SIZE)),
+  );
 });
 afterAll(async () => {
   await kube.delete(`/api/v1/namespaces/${ns}`);
@@ -95,7 +87,7 @@ describe("the module as its chart installs it", () => {
     try {
       // The monitor follows the logs from when it attached: deny until it has shown one.
       // A name only the webhook checks (the CRD cannot see that it becomes a label value).
-      const bad = podTemplate("t".repeat(64), realTemplate("Filesystem"));
+      const bad = podTemplate("t".repeat(64), realTemplate("Filesystem", VOLUME_SIZE));
       for (let i = 0; i < 60 && !seen.includes("VALIDATE"); i++) {
         const r = await kube.create(paths.podtemplates(ns), bad);
         expect(r.status).toBe(422);

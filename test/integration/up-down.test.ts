@@ -1,12 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { CLUSTER_DIR, cluster, Kube, paths } from "../../hack/lib/kube";
-
-const BIN = join(
-  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
-  "bin",
-);
+import { BIN_DIR, CLUSTER_DIR, cluster, Kube, paths } from "../../hack/lib/kube";
 
 /** Processes still running a control-plane binary or `pepr dev` of this checkout. */
 function leftovers(): string[] {
@@ -14,7 +9,7 @@ function leftovers(): string[] {
   return out
     .split("\n")
     .filter(
-      l => l.includes(`${BIN}/`) || /pepr(\.js)? dev/.test(l) || l.includes("pepr-cubepod.js"),
+      l => l.includes(`${BIN_DIR}/`) || /pepr(\.js)? dev/.test(l) || l.includes("pepr-cubepod.js"),
     )
     .filter(l => !l.includes("ps -eo"));
 }
