@@ -1,4 +1,4 @@
-import { createHmac, randomBytes } from "node:crypto";
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
 import { z } from "zod";
 import { GROUP } from "../capabilities/api/common";
 import type { CubePodTemplate, PodBox } from "../capabilities/api/kinds";
@@ -64,6 +64,14 @@ export function sandboxIdOf(raw: string): string | undefined {
 export function accessToken(key: string, box: PodBox): string {
   const { namespace, name, uid } = box.metadata ?? {};
   return createHmac("sha256", key).update(`${namespace}/${name}/${uid}`).digest("hex");
+}
+
+/** Whether a request's token is the sandbox's: compared in constant time, whatever it is. */
+export function sameToken(given: unknown, expected: string): boolean {
+  if (typeof given !== "string") return false;
+  const a = Buffer.from(given);
+  const b = Buffer.from(expected);
+  return a.length === b.length && timingSafeEqual(a, b);
 }
 
 const stringMap = z.record(z.string(), z.string());

@@ -9,7 +9,7 @@ import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
 import { autoResumes, proxiedConnections, requestDuration } from "./metrics";
 import { DEFAULT_ENVD_PORT } from "../capabilities/api/common";
-import { accessToken, ended, endpointOf, resumesOnTraffic, sandboxIdOf } from "./e2b";
+import { accessToken, ended, endpointOf, resumesOnTraffic, sameToken, sandboxIdOf } from "./e2b";
 import type { SandboxIndex } from "./sandboxes";
 
 /** Paths of the daemon's port that only the control plane may call (E2B's list). */
@@ -24,6 +24,8 @@ const CONTROL_PATHS = [
 ];
 /** Activity is written to a box at most this often, however busy its traffic. */
 const ACTIVITY_EVERY_MS = 5000;
+/** How many boxes' last activity writes are remembered before the old ones are forgotten. */
+const PRUNE_FROM = 4096;
 /**
  * Headers of one connection, never forwarded (RFC 9110, 7.6.1); and the request's framing and
  * `Expect`, which the gateway's own server has answered and its client sets anew.
@@ -41,6 +43,8 @@ const NOT_FORWARDED = new Set([...HOP_BY_HOP, "expect"]);
 
 /** Where a request goes: a sandbox and a port of it. */
 export type Route = { id: string; port: number };
+/** A running box as a request needs it: where it listens, and its access token. */
+type Live = { box: PodBox; ip: string; envdPort: number; token: string };
 /** A request that names a sandbox badly: the status and message to answer. */
 export type RouteError = { status: number; message: string };
 
@@ -101,7 +105,14 @@ export class SandboxProxy {
   // Kept-alive connections to each Pod; no timeouts: a stream may be quiet for minutes, and an
   // answer's first byte may wait as long as the sandbox's program takes.
   readonly #agent = new Agent({ connections: 256, headersTimeout: 0, bodyTimeout: 0 });
+  /** When each box's activity was last written, by UID. */
   readonly #lastActivity = new Map<string, number>();
+  #pruneAt = PRUNE_FROM;
+  /**
+   * Each box's address and token, worked out once per version of it that the watch delivers
+   * (a new version is a new object): a request then derives nothing.
+   */
+  readonly #live = new WeakMap<PodBox, Live | null>();
 
   /**
    * @param resume resumes a paused sandbox and resolves once it serves (ControlApi.resume)
@@ -119,33 +130,45 @@ export class SandboxProxy {
     method: string,
     path: string,
     headers: IncomingHttpHeaders,
-  ): { box: PodBox; ip: string } | { sleeping: PodBox } | RouteError {
+  ): Live | { sleeping: PodBox } | RouteError {
     const notFound = {
       status: 502,
       message: "The sandbox was not found",
     };
-    const live = this.boxes
-      .named(route.id)
-      .map(box => ({ box, at: endpointOf(box) }))
-      .filter(c => c.at !== undefined)
-      .sort((a, b) =>
+    const live: Live[] = [];
+    for (const box of this.boxes.named(route.id)) {
+      const l = this.#liveOf(box);
+      if (l) live.push(l);
+    }
+    if (live.length === 0) return this.#sleeping(route, headers) ?? notFound;
+    if (live.length > 1) {
+      live.sort((a, b) =>
         String(a.box.metadata?.creationTimestamp).localeCompare(
           String(b.box.metadata?.creationTimestamp),
         ),
       );
-    if (live.length === 0) return this.#sleeping(route, headers) ?? notFound;
-    const envd = live[0].at!.envdPort === route.port;
-    if (!envd) return { box: live[0].box, ip: live[0].at!.ip };
+    }
+    if (live[0].envdPort !== route.port) return live[0];
     const pathname = path.split("?")[0];
     if (CONTROL_PATHS.includes(pathname)) {
       return { status: 404, message: `${pathname} is reserved for the CubePod control plane` };
     }
-    if (method === "GET" && pathname === "/health") return { box: live[0].box, ip: live[0].at!.ip };
+    if (method === "GET" && pathname === "/health") return live[0];
     const token = headers["x-access-token"];
-    const match = live.find(c => token === accessToken(this.config.tokenKey, c.box));
+    const match = live.find(l => sameToken(token, l.token));
     if (!match)
       return { status: 401, message: "missing or invalid X-Access-Token for this sandbox" };
-    return { box: match.box, ip: match.at!.ip };
+    return match;
+  }
+
+  #liveOf(box: PodBox): Live | undefined {
+    let live = this.#live.get(box);
+    if (live === undefined) {
+      const at = endpointOf(box);
+      live = at ? { box, ...at, token: accessToken(this.config.tokenKey, box) } : null;
+      this.#live.set(box, live);
+    }
+    return live ?? undefined;
   }
 
   /**
@@ -159,7 +182,7 @@ export class SandboxProxy {
       .filter(b => !ended(b) && resumesOnTraffic(b))
       .filter(b =>
         route.port === DEFAULT_ENVD_PORT || token !== undefined
-          ? token === accessToken(this.config.tokenKey, b)
+          ? sameToken(token, accessToken(this.config.tokenKey, b))
           : true,
       );
     return candidates.length > 0 ? { sleeping: candidates[0] } : undefined;
@@ -249,10 +272,17 @@ export class SandboxProxy {
   }
 
   #recordActivity(box: PodBox): void {
-    const key = `${box.metadata?.namespace}/${box.metadata?.name}`;
+    const key = box.metadata!.uid!;
     const now = Date.now();
     if (now - (this.#lastActivity.get(key) ?? 0) < ACTIVITY_EVERY_MS) return;
     this.#lastActivity.set(key, now);
+    // Boxes come and go: what is past the interval is forgotten, each time the map has doubled.
+    if (this.#lastActivity.size > this.#pruneAt) {
+      for (const [k, at] of this.#lastActivity) {
+        if (now - at >= ACTIVITY_EVERY_MS) this.#lastActivity.delete(k);
+      }
+      this.#pruneAt = Math.max(PRUNE_FROM, 2 * this.#lastActivity.size);
+    }
     void this.client
       .mergePatch(paths.podBoxes(box.metadata!.namespace!, box.metadata!.name!), {
         metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date(now)) } },

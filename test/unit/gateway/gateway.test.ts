@@ -11,11 +11,13 @@ import {
   newSandboxId,
   newSandboxSchema,
   resourcesOf,
+  sameToken,
   sandboxIdOf,
   stateOf,
 } from "../../../gateway/e2b";
 import { KeyIndex } from "../../../gateway/keys";
-import { routeOf } from "../../../gateway/proxy";
+import { routeOf, SandboxProxy } from "../../../gateway/proxy";
+import type { ApiClient } from "../../../capabilities/client/api-client";
 import { SandboxIndex } from "../../../gateway/sandboxes";
 import type { CubePodTemplate, PodBox } from "../../../capabilities/api/kinds";
 
@@ -108,6 +110,77 @@ describe("routing", () => {
   });
 });
 
+describe("the proxy's choice of box", () => {
+  const running = (name: string, ip: string, extra: Partial<PodBox> = {}) =>
+    box(name, {
+      status: {
+        phase: "Running",
+        podIP: ip,
+        poddURL: `http://${ip}:49983`,
+      } as PodBox["status"],
+      ...extra,
+    });
+  const setUp = () => {
+    const boxes = new SandboxIndex();
+    const config = loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: KEY });
+    const proxy = new SandboxProxy(boxes, {} as ApiClient, config, async () => undefined);
+    return { boxes, proxy };
+  };
+  const envd = { id: "sbx", port: 49983 };
+
+  it("sends a user port to the box's address, with no token asked", () => {
+    const { boxes, proxy } = setUp();
+    boxes.observe(running("sbx", "127.0.0.9"), false);
+    expect(proxy.resolve({ id: "sbx", port: 8000 }, "GET", "/", {})).toMatchObject({
+      ip: "127.0.0.9",
+    });
+  });
+
+  it("asks the daemon's port for the box's own token, and refuses its control paths", () => {
+    const { boxes, proxy } = setUp();
+    const b = running("sbx", "127.0.0.9");
+    boxes.observe(b, false);
+    const token = accessToken(KEY, b);
+    expect(proxy.resolve(envd, "POST", "/files", { "x-access-token": token })).toMatchObject({
+      ip: "127.0.0.9",
+    });
+    for (const given of [undefined, "", token.slice(1), `${token}x`, token.toUpperCase()]) {
+      expect(proxy.resolve(envd, "POST", "/files", { "x-access-token": given })).toMatchObject({
+        status: 401,
+      });
+    }
+    expect(proxy.resolve(envd, "GET", "/health", {})).toMatchObject({ ip: "127.0.0.9" });
+    expect(proxy.resolve(envd, "POST", "/init?x=1", { "x-access-token": token })).toMatchObject({
+      status: 404,
+    });
+  });
+
+  it("follows each new version of a box: a new address, a pause, a box made again", () => {
+    const { boxes, proxy } = setUp();
+    const first = running("sbx", "127.0.0.9");
+    boxes.observe(first, false);
+    expect(proxy.resolve({ id: "sbx", port: 8000 }, "GET", "/", {})).toMatchObject({
+      ip: "127.0.0.9",
+    });
+    boxes.observe(running("sbx", "127.0.0.10"), false);
+    expect(proxy.resolve({ id: "sbx", port: 8000 }, "GET", "/", {})).toMatchObject({
+      ip: "127.0.0.10",
+    });
+    boxes.observe(box("sbx", { spec: { desiredState: "Paused" } as PodBox["spec"] }), false);
+    expect(proxy.resolve({ id: "sbx", port: 8000 }, "GET", "/", {})).toMatchObject({
+      status: 502,
+    });
+    const again = running("sbx", "127.0.0.11", {
+      metadata: { ...first.metadata, uid: "uid-again" },
+    });
+    boxes.observe(again, false);
+    const headers = { "x-access-token": accessToken(KEY, first) };
+    expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({ status: 401 });
+    headers["x-access-token"] = accessToken(KEY, again);
+    expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({ ip: "127.0.0.11" });
+  });
+});
+
 describe("E2B's wire format", () => {
   it("makes IDs of [a-z0-9] starting with a letter, and reads E2B's <id>-<client> form", () => {
     for (let i = 0; i < 50; i++) expect(newSandboxId()).toMatch(/^[a-z][a-z0-9]{19}$/);
@@ -121,6 +194,14 @@ describe("E2B's wire format", () => {
     expect(
       accessToken(KEY, { ...box("x"), metadata: { ...box("x").metadata, uid: "other" } }),
     ).not.toBe(a);
+  });
+
+  it("compares tokens whole, whatever is sent", () => {
+    const t = accessToken(KEY, box("x"));
+    expect(sameToken(t, t)).toBe(true);
+    for (const given of [undefined, ["a"], "", t.slice(0, -1), `${t}0`, `${t.slice(0, -1)}é`]) {
+      expect(sameToken(given, t)).toBe(false);
+    }
   });
 
   it("reads create bodies as the SDKs send them, extra fields included", () => {
