@@ -7,6 +7,7 @@ import { Sandbox } from "e2b";
 import { ECHO_PORT } from "../../hack/lib/envd-stand-in";
 import { Kube, paths, ROOT } from "../../hack/lib/kube";
 import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { inGroups, poissonArrivals } from "../lib/arrivals";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { now, sleep, stats, tenths } from "../lib/stats";
@@ -67,8 +68,9 @@ function postCreate(): Promise<number> {
  * at once. The SDK's own cost is measured beside them, as the SDK's create against the least E2B
  * server (floor-e2b.ts) over a plain HTTP POST to it: what the gateway adds is the rest. Then a
  * request proxied to a sandbox's port against the same request sent to the Pod IP and
- * through the least proxy Node can be (floor-proxy.ts), in turn and at 1,000/s; a 1 GiB upload;
- * the gateway's memory for 1,000 idle proxied connections.
+ * through the least proxy Node can be (floor-proxy.ts): in turn, at 1,000/s from independent
+ * clients, and at 1,000/s in groups of ten; a 1 GiB upload; the gateway's memory for 1,000 idle
+ * proxied connections.
  */
 export async function benchGateway(kube: Kube) {
   // A namespace of its own: the stand-in follows its Pods, and the earlier scenarios' hundreds
@@ -173,18 +175,19 @@ export async function benchGateway(kube: Kube) {
     bare.push(await viaFloor());
     proxied.push(await viaGateway());
   }
-  const atRate = {
-    direct: [] as number[],
-    floor: [] as number[],
-    proxied: [] as number[],
-    rates: [] as number[],
-  };
+  const atRate = { direct: [] as number[], floor: [] as number[], proxied: [] as number[] };
+  const inBursts = { direct: [] as number[], floor: [] as number[], proxied: [] as number[] };
+  const rates: number[] = [];
   for (let round = 0; round < 3; round++) {
-    atRate.direct.push(...(await openLoop(toPod)).ms);
-    atRate.floor.push(...(await openLoop(viaFloor)).ms);
-    const p = await openLoop(viaGateway);
+    const arrivals = poissonArrivals(RATE_PER_S, round + 1);
+    atRate.direct.push(...(await openLoop(toPod, arrivals)).ms);
+    atRate.floor.push(...(await openLoop(viaFloor, arrivals)).ms);
+    const p = await openLoop(viaGateway, arrivals);
     atRate.proxied.push(...p.ms);
-    atRate.rates.push(p.rate);
+    rates.push(p.rate);
+    inBursts.direct.push(...(await openLoop(toPod, inGroups(RATE_PER_S, 10))).ms);
+    inBursts.floor.push(...(await openLoop(viaFloor, inGroups(RATE_PER_S, 10))).ms);
+    inBursts.proxied.push(...(await openLoop(viaGateway, inGroups(RATE_PER_S, 10))).ms);
   }
   process.kill(-floor.pid!, "SIGTERM");
   const upload = {
@@ -204,7 +207,7 @@ export async function benchGateway(kube: Kube) {
   const p = stats(proxied);
   const q = stats(plain);
   results.gateway = {
-    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim, less the SDK's own cost (the SDK against the least E2B server, over a plain POST to it); a GET proxied by the gateway vs direct and vs the least Node proxy (ms); upload MiB/s; memory for idle connections",
+    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim, less the SDK's own cost (the SDK against the least E2B server, over a plain POST to it); a GET proxied by the gateway vs direct and vs the least Node proxy, in turn, at 1,000/s from independent clients (Poisson) and in groups of ten (ms); upload MiB/s; memory for idle connections",
     sdkCreate: c,
     directClaim: d,
     sdkOverDirectP50: tenths(c.p50 - d.p50),
@@ -229,7 +232,11 @@ export async function benchGateway(kube: Kube) {
     floorProxyGetAt1000PerS: stats(atRate.floor),
     addedByProxyAt1000PerSP50: tenths(stats(atRate.proxied).p50 - stats(atRate.direct).p50),
     addedOverFloorProxyAt1000PerSP50: tenths(stats(atRate.proxied).p50 - stats(atRate.floor).p50),
-    proxiedRatePerS: Math.round(Math.min(...atRate.rates)),
+    proxiedRatePerS: Math.round(Math.min(...rates)),
+    proxiedGetIn10sEvery10Ms: stats(inBursts.proxied),
+    directGetIn10sEvery10Ms: stats(inBursts.direct),
+    floorProxyGetIn10sEvery10Ms: stats(inBursts.floor),
+    addedByProxyIn10sEvery10MsP50: tenths(stats(inBursts.proxied).p50 - stats(inBursts.direct).p50),
     uploadMiBPerS: { proxied: upload.proxied, direct: upload.direct },
     idleConnections: idle,
   };
@@ -255,17 +262,22 @@ async function ownProcess(args: string[], ready: string) {
 }
 
 /**
- * Requests sent on a clock, `RATE_PER_S` a second for one second, whatever the answers do (an
- * open loop, as independent clients send them): each timed to the end of its answer.
+ * Requests sent on a clock, whatever the answers do (an open loop): each at its time of
+ * `arrivals` (ms from the start), or as soon after as the timers allow, and timed from when it was
+ * sent to the end of its answer.
  */
-async function openLoop(send: () => Promise<number>): Promise<{ ms: number[]; rate: number }> {
+async function openLoop(
+  send: () => Promise<number>,
+  arrivals: number[],
+): Promise<{ ms: number[]; rate: number }> {
   const pending: Promise<number>[] = [];
   const t0 = now();
-  const tickMs = 10;
-  for (let tick = 0; tick < 1000 / tickMs; tick++) {
-    for (let i = 0; i < (RATE_PER_S * tickMs) / 1000; i++) pending.push(send());
-    const next = t0 + (tick + 1) * tickMs;
-    await sleep(Math.max(0, next - now()));
+  for (let i = 0; i < arrivals.length; ) {
+    while (i < arrivals.length && arrivals[i] <= now() - t0) {
+      pending.push(send());
+      i++;
+    }
+    if (i < arrivals.length) await sleep(arrivals[i] - (now() - t0));
   }
   const ms = await Promise.all(pending);
   return { ms, rate: pending.length / ((now() - t0) / 1000) };
