@@ -92,6 +92,11 @@ export function claimTimer(kube: Kube, ns: string, pool: string, standbys: PoolR
       await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
       return (await w.when(name)) - t0;
     },
+    /**
+     * The claim itself as the watch saw it, whoever made the box: from the box's first event to
+     * its `status.podIP`.
+     */
+    claimSpan: async (name: string) => (await w.when(name)) - w.firstSeen(name)!,
     stop: w.stop,
   };
 }
