@@ -7,7 +7,7 @@ import { Sandbox } from "e2b";
 import { ECHO_PORT } from "../../hack/lib/envd-stand-in";
 import { Kube, paths, ROOT } from "../../hack/lib/kube";
 import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
-import { inGroups, poissonArrivals } from "../lib/arrivals";
+import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { now, sleep, stats, tenths } from "../lib/stats";
@@ -191,16 +191,19 @@ export async function benchGateway(kube: Kube) {
   const atRate = { direct: [] as number[], floor: [] as number[], proxied: [] as number[] };
   const inBursts = { direct: [] as number[], floor: [] as number[], proxied: [] as number[] };
   const rates: number[] = [];
+  const timedAt = async (arrivals: number[], send: () => Promise<number>) =>
+    (await openLoop(arrivals, send)).results;
   for (let round = 0; round < 3; round++) {
     const arrivals = poissonArrivals(RATE_PER_S, round + 1);
-    atRate.direct.push(...(await openLoop(toPod, arrivals)).ms);
-    atRate.floor.push(...(await openLoop(viaFloor, arrivals)).ms);
-    const p = await openLoop(viaGateway, arrivals);
-    atRate.proxied.push(...p.ms);
+    atRate.direct.push(...(await timedAt(arrivals, toPod)));
+    atRate.floor.push(...(await timedAt(arrivals, viaFloor)));
+    const p = await openLoop(arrivals, viaGateway);
+    atRate.proxied.push(...p.results);
     rates.push(p.rate);
-    inBursts.direct.push(...(await openLoop(toPod, inGroups(RATE_PER_S, 10))).ms);
-    inBursts.floor.push(...(await openLoop(viaFloor, inGroups(RATE_PER_S, 10))).ms);
-    inBursts.proxied.push(...(await openLoop(viaGateway, inGroups(RATE_PER_S, 10))).ms);
+    const groups = inGroups(RATE_PER_S, 10);
+    inBursts.direct.push(...(await timedAt(groups, toPod)));
+    inBursts.floor.push(...(await timedAt(groups, viaFloor)));
+    inBursts.proxied.push(...(await timedAt(groups, viaGateway)));
   }
   process.kill(-floor.pid!, "SIGTERM");
   const upload = {
@@ -280,28 +283,6 @@ async function ownProcess(args: string[], ready: string) {
     proc.on("exit", code => reject(new Error(`${args[0]} exited (${code})`)));
   });
   return proc;
-}
-
-/**
- * Requests sent on a clock, whatever the answers do (an open loop): each at its time of
- * `arrivals` (ms from the start), or as soon after as the timers allow, and timed from when it was
- * sent to the end of its answer.
- */
-async function openLoop(
-  send: () => Promise<number>,
-  arrivals: number[],
-): Promise<{ ms: number[]; rate: number }> {
-  const pending: Promise<number>[] = [];
-  const t0 = now();
-  for (let i = 0; i < arrivals.length; ) {
-    while (i < arrivals.length && arrivals[i] <= now() - t0) {
-      pending.push(send());
-      i++;
-    }
-    if (i < arrivals.length) await sleep(arrivals[i] - (now() - t0));
-  }
-  const ms = await Promise.all(pending);
-  return { ms, rate: pending.length / ((now() - t0) / 1000) };
 }
 
 /** A 1 GiB POST to the echo port's sink, in MiB/s to the end of its answer. */

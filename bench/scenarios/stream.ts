@@ -1,9 +1,10 @@
 import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { openLoop, steady } from "../lib/arrivals";
 import { AuditWrite, auditWrites, claimWrites } from "../lib/audit";
 import { indexMissesDuring } from "../lib/module";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
-import { now, sleep, stats } from "../lib/stats";
+import { sleep, stats } from "../lib/stats";
 
 /**
  * Warm claims as a steady stream instead of a burst: one claim every 250 ms, then every 125 ms,
@@ -27,14 +28,10 @@ export async function benchStream(kube: Kube, ns: string) {
     const latency = new Map<string, number>();
     let fewestReady = standbys.ready();
     const misses = await indexMissesDuring(async () => {
-      const t0 = now();
-      const sent: Promise<void>[] = [];
-      for (const [i, name] of names.entries()) {
-        await sleep(Math.max(0, t0 + i * everyMs - now()));
+      await openLoop(steady(names.length, everyMs), async i => {
         fewestReady = Math.min(fewestReady, standbys.ready());
-        sent.push(one(name).then(ms => void latency.set(name, ms)));
-      }
-      await Promise.all(sent);
+        latency.set(names[i], await one(names[i]));
+      });
     });
     stop();
     const boxes = new Map<string, Obj>();

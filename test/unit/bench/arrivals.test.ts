@@ -1,4 +1,4 @@
-import { inGroups, poissonArrivals } from "../../../bench/lib/arrivals";
+import { inGroups, openLoop, poissonArrivals, steady } from "../../../bench/lib/arrivals";
 
 describe("poissonArrivals", () => {
   it("sends about the rate asked, within one second, in order", () => {
@@ -37,5 +37,31 @@ describe("inGroups", () => {
     expect(at.slice(0, 10)).toEqual(Array(10).fill(0));
     expect(at[10]).toBe(10);
     expect(at[999]).toBe(990);
+  });
+});
+
+describe("steady", () => {
+  it("sends one every interval from the start", () => {
+    expect(steady(4, 125)).toEqual([0, 125, 250, 375]);
+  });
+});
+
+describe("openLoop", () => {
+  it("sends each at its time or after, without waiting for earlier answers", async () => {
+    const t0 = performance.now();
+    const sentAt: number[] = [];
+    let release = () => {};
+    const held = new Promise<void>(r => (release = r));
+    const { results, rate } = await openLoop([0, 20, 40], async i => {
+      sentAt.push(performance.now() - t0);
+      // The first answer comes only after the last request was sent.
+      if (i === 0) await held;
+      if (i === 2) release();
+      return i * 10;
+    });
+    expect(results).toEqual([0, 10, 20]);
+    expect(sentAt).toHaveLength(3);
+    for (const [i, at] of [0, 20, 40].entries()) expect(sentAt[i]).toBeGreaterThanOrEqual(at - 1);
+    expect(rate).toBeGreaterThan(0);
   });
 });
