@@ -7,6 +7,7 @@ import { paths } from "../capabilities/client/paths";
 import { kubeTime } from "../capabilities/kit/conditions";
 import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
+import { sandboxStart } from "./metrics";
 import {
   accessToken,
   ANNOTATION_AUTO_RESUME,
@@ -142,7 +143,9 @@ export class ControlApi {
         ...(lifetime.autoPause ? { onExpiry: "Pause" } : {}),
       },
     };
+    const written = sandboxStart.startTimer({ step: "write" });
     const created = await this.client.create<PodBox>(paths.podBoxes(ns), box as PodBox);
+    written();
     try {
       const [started] = await Promise.all([
         this.#start(ns, id, envVars),
@@ -188,10 +191,12 @@ export class ControlApi {
           DEFAULT_TIMEOUT_SECONDS,
       );
     const run = (async () => {
+      const written = sandboxStart.startTimer({ step: "write" });
       await this.client.mergePatch(paths.podBoxes(ns, id), {
         metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()) } },
         spec: { desiredState: "Running", expiresAt: endAt(seconds) },
       });
+      written();
       return this.#start(ns, id, await this.#keptEnvVars(ns, id));
     })().finally(() => this.#resuming.delete(key));
     this.#resuming.set(key, run);
@@ -359,6 +364,7 @@ export class ControlApi {
    */
   async #start(ns: string, id: string, envVars: Record<string, string>): Promise<StartedSandbox> {
     const deadline = Date.now() + this.config.startTimeoutMs;
+    const running = sandboxStart.startTimer({ step: "run" });
     let box: PodBox | undefined;
     try {
       box = await this.boxes.waitFor(
@@ -379,6 +385,8 @@ export class ControlApi {
         `sandbox "${id}" failed to start: ${box?.status?.message ?? box?.status?.reason}`,
       );
     }
+    running();
+    const initialized = sandboxStart.startTimer({ step: "init" });
     const url = box.status!.poddURL!;
     const token = accessToken(this.config.tokenKey, box);
     const body = JSON.stringify({
@@ -402,6 +410,7 @@ export class ControlApi {
     if (status >= 300) {
       throw new ApiError(502, `sandbox "${id}": its daemon refused /init (HTTP ${status})`);
     }
+    initialized();
     return sandbox(box, token, this.config.domain);
   }
 }

@@ -290,9 +290,14 @@ describe("replicas, metrics", () => {
     }
   });
 
-  it("counts requests by route and code, and reports healthy", async () => {
+  it("counts requests by route and code, times each step of a start, and reports healthy", async () => {
     const metrics = await (await fetch("http://127.0.0.1:8082/metrics")).text();
     expect(metrics).toMatch(/cubepod_gateway_requests_total\{route="create",code="201"\} [1-9]/);
+    for (const step of ["write", "run", "init"]) {
+      expect(metrics).toMatch(
+        new RegExp(`cubepod_gateway_sandbox_start_seconds_count\\{step="${step}"\\} [1-9]`),
+      );
+    }
     expect(metrics).toMatch(/cubepod_gateway_requests_total\{route="proxy",code="200"\} [1-9]/);
     expect(metrics).toContain("cubepod_gateway_proxied_connections 0");
     expect(metrics).toContain(
