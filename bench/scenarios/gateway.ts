@@ -113,6 +113,7 @@ export async function benchGateway(kube: Kube) {
   const sdkFloor: number[] = [];
   const httpFloor: number[] = [];
   const made: Sandbox[] = [];
+  const stepsAtStart = await startSteps();
   // Alternating, so that all meet the same machine, each after the same idle moment.
   for (let i = 0; i < ROUNDS; i++) {
     await standbys.atLeast(2);
@@ -132,6 +133,7 @@ export async function benchGateway(kube: Kube) {
     await sleep(500);
     httpFloor.push(await postCreate());
   }
+  const stepsOneAtATime = await startSteps();
   // 20 at once, both ways in turn (the first of a round alternating), each from a pool with 20
   // standbys ready and the replenishing after the previous burst settled.
   const directBurst: number[] = [];
@@ -170,6 +172,7 @@ export async function benchGateway(kube: Kube) {
     }
     await floorBursts();
   }
+  const stepsInBursts = await startSteps();
   process.kill(-floorE2b.pid!, "SIGTERM");
   stop();
   standbys.stop();
@@ -223,7 +226,7 @@ export async function benchGateway(kube: Kube) {
   const p = stats(proxied);
   const q = stats(plain);
   results.gateway = {
-    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim, less the SDK's own cost (the SDK against the least E2B server, over a plain POST to it), whole and outside the claim as a watch saw it; a GET proxied by the gateway vs direct and vs the least Node proxy, in turn, at 1,000/s from independent clients (Poisson) and in groups of ten (ms); upload MiB/s; memory for idle connections",
+    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim, less the SDK's own cost (the SDK against the least E2B server, over a plain POST to it), whole and outside the claim as a watch saw it; a GET proxied by the gateway vs direct and vs the least Node proxy, in turn, at 1,000/s from independent clients (Poisson) and in groups of ten (ms); the gateway's mean time in each step of a start (write, run, init), from its metrics; upload MiB/s; memory for idle connections",
     sdkCreate: c,
     directClaim: d,
     sdkOverDirectP50: tenths(c.p50 - d.p50),
@@ -234,6 +237,7 @@ export async function benchGateway(kube: Kube) {
     sdkOutsideClaim: stats(outside.sdk),
     directOutsideClaim: stats(outside.direct),
     addedOutsideClaimP50: tenths(stats(outside.sdk).p50 - stats(outside.direct).p50 - sdkOwn),
+    gatewayStepsMean: stepMeans(stepsAtStart, stepsOneAtATime),
     proxiedGet: p,
     directGet: q,
     floorProxyGet: stats(bare),
@@ -251,6 +255,7 @@ export async function benchGateway(kube: Kube) {
     burstAddedOutsideClaimP50: tenths(
       stats(burstOutside.sdk).p50 - stats(burstOutside.direct).p50 - burstSdkOwn,
     ),
+    burstGatewayStepsMean: stepMeans(stepsOneAtATime, stepsInBursts),
     proxiedGetAt1000PerS: stats(atRate.proxied),
     directGetAt1000PerS: stats(atRate.direct),
     floorProxyGetAt1000PerS: stats(atRate.floor),
@@ -305,6 +310,30 @@ function uploadMiBps(host: string, port: number, headers: Record<string, string>
     };
     more();
   });
+}
+
+type Steps = Record<string, { sum: number; count: number }>;
+
+/** The gateway's time so far in each step of its sandboxes' starts, from its own metrics. */
+async function startSteps(): Promise<Steps> {
+  const text = await (await fetch(METRICS)).text();
+  const steps: Steps = {};
+  const line = /^cubepod_gateway_sandbox_start_seconds_(sum|count)\{step="(\w+)"\} (\S+)$/gm;
+  for (const [, part, step, value] of text.matchAll(line)) {
+    steps[step] ??= { sum: 0, count: 0 };
+    steps[step][part as "sum" | "count"] = Number(value);
+  }
+  return steps;
+}
+
+/** Each step's mean, in ms, over the starts between two readings. */
+function stepMeans(before: Steps, after: Steps): Record<string, number> {
+  return Object.fromEntries(
+    Object.entries(after).map(([step, a]) => {
+      const b = before[step] ?? { sum: 0, count: 0 };
+      return [step, tenths(((a.sum - b.sum) / (a.count - b.count)) * 1000)];
+    }),
+  );
 }
 
 /** The gateway's resident memory, from its own metrics, in bytes. */
