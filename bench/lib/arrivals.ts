@@ -5,8 +5,8 @@
 import { now, sleep } from "./stats";
 
 /**
- * One second of `perSecond` a second as independent clients send them: a Poisson process, its gaps exponential.
- * Seeded, so that every path compared in a round meets the same arrivals.
+ * One second of `perSecond` a second as independent clients send them: a Poisson process, its
+ * gaps exponential. Seeded, so that every path compared in a round meets the same arrivals.
  */
 export function poissonArrivals(perSecond: number, seed: number): number[] {
   let state = seed >>> 0;

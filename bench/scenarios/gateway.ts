@@ -314,9 +314,14 @@ function uploadMiBps(host: string, port: number, headers: Record<string, string>
 
 type Steps = Record<string, { sum: number; count: number }>;
 
+/** The gateway's own metrics, as Prometheus text. */
+async function gatewayMetrics(): Promise<string> {
+  return (await fetch(METRICS)).text();
+}
+
 /** The gateway's time so far in each step of its sandboxes' starts, from its own metrics. */
 async function startSteps(): Promise<Steps> {
-  const text = await (await fetch(METRICS)).text();
+  const text = await gatewayMetrics();
   const steps: Steps = {};
   const line = /^cubepod_gateway_sandbox_start_seconds_(sum|count)\{step="(\w+)"\} (\S+)$/gm;
   for (const [, part, step, value] of text.matchAll(line)) {
@@ -338,7 +343,7 @@ function stepMeans(before: Steps, after: Steps): Record<string, number> {
 
 /** The gateway's resident memory, from its own metrics, in bytes. */
 async function gatewayRss(): Promise<number> {
-  const text = await (await fetch(METRICS)).text();
+  const text = await gatewayMetrics();
   return Number(/^process_resident_memory_bytes (\d+)/m.exec(text)![1]);
 }
 
