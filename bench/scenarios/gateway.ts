@@ -23,6 +23,7 @@ const IDLE = 1000;
 const UPLOAD_MIB = 1024;
 const FLOOR_PROXY_PORT = 18099;
 const FLOOR_E2B_PORT = 18098;
+const FLOOR_GATEWAY_PORT = 18097;
 
 /** One GET, timed from the request to the end of the answer. */
 function get(host: string, port: number, headers: Record<string, string>): Promise<number> {
@@ -67,7 +68,9 @@ function postCreate(): Promise<number> {
  * pool (to the resolved promise) against a PodBox warm claim made directly, one at a time and 20
  * at once. The SDK's own cost is measured beside them, as the SDK's create against the least E2B
  * server (floor-e2b.ts) over a plain HTTP POST to it: what the gateway adds is the rest, counted
- * whole and outside the claim (each create less its claim as a watch saw it). Then a
+ * whole and outside the claim (each create less its claim as a watch saw it). The same SDK create
+ * through the least gateway (floor-gateway.ts) is what any gateway must add here: its write, the
+ * hops to the daemon's `/init` and back to the SDK, on the same loaded CPUs. Then a
  * request proxied to a sandbox's port against the same request sent to the Pod IP and
  * through the least proxy Node can be (floor-proxy.ts): in turn, at 1,000/s from independent
  * clients, and at 1,000/s in groups of ten; a 1 GiB upload; the gateway's memory for 1,000 idle
@@ -104,12 +107,28 @@ export async function benchGateway(kube: Kube) {
   const pool = "gw-pool";
   const standbys = await startPool(kube, ns, pool, 25);
   const { claim, claimSpan, stop } = claimTimer(kube, ns, pool, standbys);
+  const floorGateway = await ownProcess(
+    [join(ROOT, "bench", "scenarios", "floor-gateway.ts"), String(FLOOR_GATEWAY_PORT), ns, pool],
+    "ready",
+  );
+  const floorGatewayUrl = `http://127.0.0.1:${FLOOR_GATEWAY_PORT}`;
+  const floorGatewayOpts = { ...opts, apiUrl: floorGatewayUrl, sandboxUrl: floorGatewayUrl };
+  const floorGatewayCreate = async () => {
+    const t0 = now();
+    const sbx = await Sandbox.create("python", floorGatewayOpts);
+    return { id: sbx.sandboxId, ms: now() - t0 };
+  };
   // Each create less its claim as the watch saw it: what either way adds around the claim, free of
   // the module's queue, which a burst of claims makes long and uneven.
-  const outside = { direct: [] as number[], sdk: [] as number[] };
-  const burstOutside = { direct: [] as number[], sdk: [] as number[] };
+  const outside = { direct: [] as number[], sdk: [] as number[], floorGateway: [] as number[] };
+  const burstOutside = {
+    direct: [] as number[],
+    sdk: [] as number[],
+    floorGateway: [] as number[],
+  };
   const direct: number[] = [];
   const viaSdk: number[] = [];
+  const viaFloorGateway: number[] = [];
   const sdkFloor: number[] = [];
   const httpFloor: number[] = [];
   const made: Sandbox[] = [];
@@ -129,6 +148,10 @@ export async function benchGateway(kube: Kube) {
     viaSdk.push(ms);
     outside.sdk.push(ms - (await claimSpan(sbx.sandboxId)));
     await sleep(500);
+    const least = await floorGatewayCreate();
+    viaFloorGateway.push(least.ms);
+    outside.floorGateway.push(least.ms - (await claimSpan(least.id)));
+    await sleep(500);
     sdkFloor.push(await sdkFloorCreate());
     await sleep(500);
     httpFloor.push(await postCreate());
@@ -138,6 +161,7 @@ export async function benchGateway(kube: Kube) {
   // standbys ready and the replenishing after the previous burst settled.
   const directBurst: number[] = [];
   const sdkBurst: number[] = [];
+  const floorGatewayBurst: number[] = [];
   const sdkFloorBurst: number[] = [];
   const httpFloorBurst: number[] = [];
   const floorBursts = async () => {
@@ -158,14 +182,22 @@ export async function benchGateway(kube: Kube) {
     sdkBurst.push(...timed.map(t => t.ms));
     for (const t of timed) burstOutside.sdk.push(t.ms - (await claimSpan(t.sbx.sandboxId)));
   };
+  const floorGatewayCreates = async () => {
+    const timed = await Promise.all(Array.from({ length: BURST }, floorGatewayCreate));
+    floorGatewayBurst.push(...timed.map(t => t.ms));
+    for (const t of timed) burstOutside.floorGateway.push(t.ms - (await claimSpan(t.id)));
+  };
   const directClaims = async (round: number) => {
     const names = Array.from({ length: BURST }, (_, i) => `gw-burst-${round}-${i}`);
     const timed = await Promise.all(names.map(n => claim(n)));
     directBurst.push(...timed);
     for (const [i, n] of names.entries()) burstOutside.direct.push(timed[i] - (await claimSpan(n)));
   };
+  const ways = [directClaims, sdkCreates, floorGatewayCreates];
   for (let round = 0; round < 4; round++) {
-    for (const burst of round % 2 === 0 ? [directClaims, sdkCreates] : [sdkCreates, directClaims]) {
+    // Each way first in turn, and after each of the others.
+    const order = [...ways.slice(round % 3), ...ways.slice(0, round % 3)];
+    for (const burst of round === 3 ? order.reverse() : order) {
       await standbys.atLeast(BURST);
       await sleep(5000);
       await burst(round);
@@ -174,6 +206,7 @@ export async function benchGateway(kube: Kube) {
   }
   const stepsInBursts = await startSteps();
   process.kill(-floorE2b.pid!, "SIGTERM");
+  process.kill(-floorGateway.pid!, "SIGTERM");
   stop();
   standbys.stop();
   const box = (await kube.get(paths.podboxes(ns, made[0].sandboxId))).body;
@@ -226,7 +259,7 @@ export async function benchGateway(kube: Kube) {
   const p = stats(proxied);
   const q = stats(plain);
   results.gateway = {
-    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim, less the SDK's own cost (the SDK against the least E2B server, over a plain POST to it), whole and outside the claim as a watch saw it; a GET proxied by the gateway vs direct and vs the least Node proxy, in turn, at 1,000/s from independent clients (Poisson) and in groups of ten (ms); the gateway's mean time in each step of a start (write, run, init), from its metrics; upload MiB/s; memory for idle connections",
+    what: "SDK Sandbox.create (warm) vs a direct PodBox warm claim, less the SDK's own cost (the SDK against the least E2B server, over a plain POST to it), and vs the same SDK create through the least gateway, whole and outside the claim as a watch saw it; a GET proxied by the gateway vs direct and vs the least Node proxy, in turn, at 1,000/s from independent clients (Poisson) and in groups of ten (ms); the gateway's mean time in each step of a start (write, run, init), from its metrics; upload MiB/s; memory for idle connections",
     sdkCreate: c,
     directClaim: d,
     sdkOverDirectP50: tenths(c.p50 - d.p50),
@@ -237,6 +270,12 @@ export async function benchGateway(kube: Kube) {
     sdkOutsideClaim: stats(outside.sdk),
     directOutsideClaim: stats(outside.direct),
     addedOutsideClaimP50: tenths(stats(outside.sdk).p50 - stats(outside.direct).p50 - sdkOwn),
+    floorGatewayCreate: stats(viaFloorGateway),
+    floorGatewayOutsideClaim: stats(outside.floorGateway),
+    addedOverFloorGatewayP50: tenths(c.p50 - stats(viaFloorGateway).p50),
+    addedOverFloorGatewayOutsideClaimP50: tenths(
+      stats(outside.sdk).p50 - stats(outside.floorGateway).p50,
+    ),
     gatewayStepsMean: stepMeans(stepsAtStart, stepsOneAtATime),
     proxiedGet: p,
     directGet: q,
@@ -254,6 +293,12 @@ export async function benchGateway(kube: Kube) {
     burstDirectOutsideClaim: stats(burstOutside.direct),
     burstAddedOutsideClaimP50: tenths(
       stats(burstOutside.sdk).p50 - stats(burstOutside.direct).p50 - burstSdkOwn,
+    ),
+    burstFloorGatewayCreate: stats(floorGatewayBurst),
+    burstFloorGatewayOutsideClaim: stats(burstOutside.floorGateway),
+    burstAddedOverFloorGatewayP50: tenths(stats(sdkBurst).p50 - stats(floorGatewayBurst).p50),
+    burstAddedOverFloorGatewayOutsideClaimP50: tenths(
+      stats(burstOutside.sdk).p50 - stats(burstOutside.floorGateway).p50,
     ),
     burstGatewayStepsMean: stepMeans(stepsOneAtATime, stepsInBursts),
     proxiedGetAt1000PerS: stats(atRate.proxied),
