@@ -6,7 +6,7 @@ export const USER_AGENT = "cubepod";
 
 /**
  * How often credentials are read again from the kubeconfig or the service account, so that a
- * rotated token is picked up.
+ * rotated token is picked up. Only new TLS material or a new server closes the open connections.
  */
 const REFRESH_MS = 5 * 60_000;
 
@@ -31,7 +31,12 @@ export function tlsOf({ ca, cert, key }: Credentials): {
   return { secureContext: createSecureContext({ ca, cert, key }) };
 }
 
-type Connection = { agent: Agent; server: string; headers: Record<string, string> };
+type Connection = {
+  agent: Agent;
+  server: string;
+  headers: Record<string, string>;
+  credentials: Credentials;
+};
 type Method = "GET" | "POST" | "PATCH" | "PUT" | "DELETE";
 
 /** An error shaped like the fluent client's (a `status`), so callers handle both alike. */
@@ -61,11 +66,13 @@ export class ApiClient {
   /**
    * @param userAgent what the API server's audit log records the requests as sent by (tests that
    *   drive this client directly name themselves, so that the log tells them from the module)
+   * @param refreshMs how long credentials are used before they are read again
    */
   constructor(
     private readonly timeoutMs: number,
     private readonly credentials: CredentialSource,
     private readonly userAgent = USER_AGENT,
+    private readonly refreshMs = REFRESH_MS,
   ) {}
 
   /** Sends one request; resolves with the decoded body, throws a {@link KubeError} on >= 400. */
@@ -159,23 +166,30 @@ export class ApiClient {
   }
 
   #current(): Promise<Connection> {
-    if (!this.#connection || Date.now() - this.#connectedAt > REFRESH_MS) {
-      const previous = this.#connection;
+    if (!this.#connection || Date.now() - this.#connectedAt >= this.refreshMs) {
       this.#connectedAt = Date.now();
-      this.#connection = this.#connect();
-      // The old pool closes once its requests are done.
-      void previous?.then(c => c.agent.close()).catch(() => undefined);
+      this.#connection = this.#connect(this.#connection);
     }
     return this.#connection;
   }
 
-  async #connect(): Promise<Connection> {
+  /**
+   * The connection for the credentials read now. The previous one's pool is kept when they reach
+   * the same server with the same TLS material (a rotated token changes only the header): a
+   * burst after the refresh would otherwise open every connection again. A pool replaced closes
+   * once its requests are done.
+   */
+  async #connect(previous?: Promise<Connection>): Promise<Connection> {
     const credentials = await this.credentials();
     const { server, authorization } = credentials;
     // Audit logs and API priority and fairness see CubePod's own requests under its own name.
     const headers: Record<string, string> = { "User-Agent": this.userAgent };
     if (authorization) headers.Authorization = authorization;
+    const old = await previous?.catch(() => undefined);
+    if (old && sameEndpoint(old.credentials, credentials)) return { ...old, headers, credentials };
+    void old?.agent.close().catch(() => undefined);
     return {
+      credentials,
       agent: new Agent({
         keepAliveTimeout: 60_000,
         connections: 16,
@@ -187,6 +201,17 @@ export class ApiClient {
       headers,
     };
   }
+}
+
+/** Whether two credentials reach the same server with the same TLS material. */
+export function sameEndpoint(a: Credentials, b: Credentials): boolean {
+  const pem = (v: unknown) => [v ?? []].flat().map(String).join("\n");
+  return (
+    a.server === b.server &&
+    pem(a.ca) === pem(b.ca) &&
+    pem(a.cert) === pem(b.cert) &&
+    pem(a.key) === pem(b.key)
+  );
 }
 
 /** A response body: JSON, or (an error from a proxy in between) its text as the message. */

@@ -1,7 +1,8 @@
+import { subscribe, unsubscribe } from "node:diagnostics_channel";
 import type { V1Pod } from "@kubernetes/client-node";
 import { claimStandby } from "../../capabilities/claim/apply";
 import { StandbyIndex } from "../../capabilities/claim/standby-index";
-import { ApiClient } from "../../capabilities/client/api-client";
+import { ApiClient, type Credentials } from "../../capabilities/client/api-client";
 import { paths as apiPaths } from "../../capabilities/client/paths";
 import type { PodBox } from "../../capabilities/api/kinds";
 import { Failpoints } from "../../capabilities/kit/failpoint";
@@ -104,6 +105,47 @@ describe("writeStatusAt", () => {
     await expect(
       writeStatusAt(client, at, { phase: "Pending" }, { phase: "Pending" }),
     ).resolves.toBe(undefined);
+  });
+});
+
+describe("ApiClient", () => {
+  it("keeps its connections when credentials read again are the same, and opens new ones for new TLS material", async () => {
+    // Every connection undici opens in this process, as its diagnostics channel reports it.
+    let opened = 0;
+    const count = () => opened++;
+    subscribe("undici:client:connected", count);
+    try {
+      let credentials: Credentials = credentialsOf();
+      let reads = 0;
+      // Credentials read again before every request, each time as new objects, as a kubeconfig
+      // or a service account's files are.
+      const refreshing = new ApiClient(
+        30_000,
+        async () => (reads++, { ...credentials, ca: Buffer.from(credentials.ca as Buffer) }),
+        "cubepod-tests",
+        0,
+      );
+      const namespace = `/api/v1/namespaces/${ns}`;
+      const send = async (n: number) => {
+        for (let i = 0; i < n; i++) expect(await refreshing.get(namespace)).toBeDefined();
+      };
+      // The pool may open a second connection for a request sent the moment the first ends.
+      await send(2);
+      const warm = opened;
+      await send(3);
+      expect({ reads, opened }).toEqual({ reads: 5, opened: warm });
+
+      // The same CA twice: other TLS material, as valid as before.
+      credentials = {
+        ...credentials,
+        ca: Buffer.concat([credentials.ca as Buffer, Buffer.from("\n"), credentials.ca as Buffer]),
+      };
+      await send(2);
+      expect(reads).toBe(7);
+      expect(opened).toBeGreaterThan(warm);
+    } finally {
+      unsubscribe("undici:client:connected", count);
+    }
   });
 });
 
