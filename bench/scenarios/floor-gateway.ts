@@ -23,6 +23,7 @@ const see = (type: string, box: Obj) => {
   if (type === "DELETED" || !box.status?.poddURL || running.has(name)) return;
   running.set(name, box);
   waiting.get(name)?.(box);
+  waiting.delete(name);
 };
 const runs = (name: string) =>
   new Promise<Obj>(resolve =>

@@ -99,11 +99,13 @@ export async function benchGateway(kube: Kube) {
   );
   const floorUrl = `http://127.0.0.1:${FLOOR_E2B_PORT}`;
   const floorOpts = { ...opts, apiUrl: floorUrl, sandboxUrl: floorUrl };
-  const sdkFloorCreate = async () => {
+  /** One SDK create against the server `options` name, timed to its resolved promise. */
+  const timedCreate = async (options: typeof opts) => {
     const t0 = now();
-    await Sandbox.create("python", floorOpts);
-    return now() - t0;
+    const sbx = await Sandbox.create("python", options);
+    return { sbx, ms: now() - t0 };
   };
+  const sdkFloorCreate = async () => (await timedCreate(floorOpts)).ms;
   const pool = "gw-pool";
   const standbys = await startPool(kube, ns, pool, 25);
   const { claim, claimSpan, stop } = claimTimer(kube, ns, pool, standbys);
@@ -113,11 +115,6 @@ export async function benchGateway(kube: Kube) {
   );
   const floorGatewayUrl = `http://127.0.0.1:${FLOOR_GATEWAY_PORT}`;
   const floorGatewayOpts = { ...opts, apiUrl: floorGatewayUrl, sandboxUrl: floorGatewayUrl };
-  const floorGatewayCreate = async () => {
-    const t0 = now();
-    const sbx = await Sandbox.create("python", floorGatewayOpts);
-    return { id: sbx.sandboxId, ms: now() - t0 };
-  };
   // Each create less its claim as the watch saw it: what either way adds around the claim, free of
   // the module's queue, which a burst of claims makes long and uneven.
   const outside = { direct: [] as number[], sdk: [] as number[], floorGateway: [] as number[] };
@@ -141,16 +138,14 @@ export async function benchGateway(kube: Kube) {
     direct.push(d);
     outside.direct.push(d - (await claimSpan(`gw-direct-${i}`)));
     await sleep(500);
-    const t0 = now();
-    const sbx = await Sandbox.create("python", opts);
-    const ms = now() - t0;
+    const { sbx, ms } = await timedCreate(opts);
     made.push(sbx);
     viaSdk.push(ms);
     outside.sdk.push(ms - (await claimSpan(sbx.sandboxId)));
     await sleep(500);
-    const least = await floorGatewayCreate();
+    const least = await timedCreate(floorGatewayOpts);
     viaFloorGateway.push(least.ms);
-    outside.floorGateway.push(least.ms - (await claimSpan(least.id)));
+    outside.floorGateway.push(least.ms - (await claimSpan(least.sbx.sandboxId)));
     await sleep(500);
     sdkFloor.push(await sdkFloorCreate());
     await sleep(500);
@@ -170,22 +165,18 @@ export async function benchGateway(kube: Kube) {
     await sleep(5000);
     httpFloorBurst.push(...(await Promise.all(Array.from({ length: BURST }, postCreate))));
   };
+  /** 20 SDK creates at once against `options`: each whole and outside its claim; the sandboxes. */
+  const createBurst = async (options: typeof opts, whole: number[], outsideClaim: number[]) => {
+    const timed = await Promise.all(Array.from({ length: BURST }, () => timedCreate(options)));
+    whole.push(...timed.map(t => t.ms));
+    for (const t of timed) outsideClaim.push(t.ms - (await claimSpan(t.sbx.sandboxId)));
+    return timed.map(t => t.sbx);
+  };
   const sdkCreates = async () => {
-    const timed = await Promise.all(
-      Array.from({ length: BURST }, async () => {
-        const t0 = now();
-        const sbx = await Sandbox.create("python", opts);
-        return { sbx, ms: now() - t0 };
-      }),
-    );
-    made.push(...timed.map(t => t.sbx));
-    sdkBurst.push(...timed.map(t => t.ms));
-    for (const t of timed) burstOutside.sdk.push(t.ms - (await claimSpan(t.sbx.sandboxId)));
+    made.push(...(await createBurst(opts, sdkBurst, burstOutside.sdk)));
   };
   const floorGatewayCreates = async () => {
-    const timed = await Promise.all(Array.from({ length: BURST }, floorGatewayCreate));
-    floorGatewayBurst.push(...timed.map(t => t.ms));
-    for (const t of timed) burstOutside.floorGateway.push(t.ms - (await claimSpan(t.id)));
+    await createBurst(floorGatewayOpts, floorGatewayBurst, burstOutside.floorGateway);
   };
   const directClaims = async (round: number) => {
     const names = Array.from({ length: BURST }, (_, i) => `gw-burst-${round}-${i}`);
