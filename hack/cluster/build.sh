@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok and helm from the Go module proxy,
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok, helm and kube-router from the Go module proxy,
 # at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
 # not rebuilt. Usage: hack/cluster/build.sh
 set -euo pipefail
@@ -52,6 +52,17 @@ if ! stamp_ok helm "$HELM_VERSION"; then
   log "building helm $HELM_VERSION"
   GOBIN=$CUBEPOD_BIN go install "helm.sh/helm/v3/cmd/helm@$HELM_VERSION"
   stamp helm "$HELM_VERSION"
+fi
+
+# --- kube-router (the real node enforces NetworkPolicy with its policy controller) ----------
+if ! stamp_ok kube-router "$KUBE_ROUTER_VERSION"; then
+  log "building kube-router $KUBE_ROUTER_VERSION"
+  d=$CUBEPOD_CACHE/src/kube-router-$KUBE_ROUTER_VERSION
+  rm -rf "$d" && mkdir -p "$d" && cd "$d"
+  go mod init cubepod.local/kube-router >/dev/null 2>&1
+  go get "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION" >/dev/null
+  go build -ldflags "-s -w" -o "$CUBEPOD_BIN/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
+  stamp kube-router "$KUBE_ROUTER_VERSION"
 fi
 
 # --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------

@@ -4,17 +4,24 @@
 # set aside for test networks) on the bridge cubepod0, reachable from this machine only: no route
 # or NAT leads off it. It is tainted cubepod.dev/real-node:NoSchedule, so only Pods that tolerate
 # the taint land there; kwok keeps everything else.
-#   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static)
+#   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static,
+#                        iptables, ipset)
 #                        when missing, start containerd, the volume provisioner of the StorageClass
-#                        cubepod-local (local-volumes.ts) and kubelet, wait until the node is Ready
-#   real-node.sh stop    delete its Pods (so that the kubelet tears their networks down), stop both
-#                        and remove what they left (shims, mounts, the bridge)
+#                        cubepod-local (local-volumes.ts) and kubelet, wait until the node is Ready,
+#                        and kube-router's NetworkPolicy controller; the Pods' default route leads
+#                        to the network namespace cubepod-public (the internet's stand-in) only
+#   real-node.sh stop    delete its Pods (so that the kubelet tears their networks down), stop all
+#                        of it and remove what they left (shims, mounts, the bridge, the rules)
+#   real-node.sh policies on|off   start or stop enforcing NetworkPolicy (benchmarks, checks);
+#                        CUBEPOD_REAL_NODE_POLICIES=off makes start leave it off (to see the
+#                        isolation tests fail without it)
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 RUN=$CLUSTER_DIR/real-node
 SOCK=$RUN/containerd.sock
 KUBELET_PORT=${CUBEPOD_KUBELET_PORT:-10260}
 KUBELET_HEALTHZ_PORT=${CUBEPOD_KUBELET_HEALTHZ_PORT:-10268}
+KUBE_ROUTER_HEALTH_PORT=${CUBEPOD_KUBE_ROUTER_HEALTH_PORT:-10269}
 
 fill() { # template -> stdout
   sed -e "s#@RUN@#$RUN#g" -e "s#@PKI@#$PKI#g" -e "s#@POD_SUBNET@#$REAL_POD_SUBNET#g" \
@@ -22,11 +29,46 @@ fill() { # template -> stdout
     -e "s#^healthzPort: .*#healthzPort: $KUBELET_HEALTHZ_PORT#" "$1"
 }
 
+# NetworkPolicy, enforced on the node's Pods by kube-router's policy controller alone (no routing,
+# no service proxy): iptables and ipsets on the bridge's traffic. It finds its Node by name, so it
+# starts once the kubelet has registered it.
+policies_on() {
+  alive kube-router && return 0
+  modprobe br_netfilter 2>/dev/null || true
+  sysctl -qw net.bridge.bridge-nf-call-iptables=1
+  start kube-router "$CUBEPOD_BIN/kube-router" --kubeconfig "$KUBECONFIG_FILE" \
+    --hostname-override "$REAL_NODE_NAME" --run-firewall=true --run-router=false \
+    --run-service-proxy=false --enable-cni=false --enable-ipv6=false \
+    --health-port "$KUBE_ROUTER_HEALTH_PORT" --metrics-port 0
+  wait_for kube-router 60 curl -sf "http://127.0.0.1:$KUBE_ROUTER_HEALTH_PORT/healthz" \
+    || { tail -20 "$LOGS/kube-router.log" >&2; die "kube-router did not start: see $LOGS/kube-router.log"; }
+  # Healthy comes before its first sync: enforcing starts once its chains are in place.
+  wait_for "kube-router's rules" 60 sh -c 'iptables-save -t filter | grep -c "^-A FORWARD .*KUBE-ROUTER-FORWARD"' \
+    || die "kube-router wrote no rules: see $LOGS/kube-router.log"
+}
+
+# Stops enforcing: kube-router's process, then its chains (all in the filter table) and ipsets.
+# Its own --cleanup-config is no use here: it cleans up the service proxy first, and panics there.
+policies_off() {
+  stop kube-router TERM 50
+  local chains='KUBE-ROUTER-|KUBE-POD-FW-|KUBE-NWPLCY-|kube-router netpol' rules sets
+  rules=$(iptables-save -t filter)
+  if grep -qE "$chains" <<<"$rules"; then
+    grep -vE "$chains" <<<"$rules" | iptables-restore -T filter
+  fi
+  sets=$(ipset list -n 2>/dev/null || true)
+  for set in $(grep -E '^KUBE-(SRC|DST)-' <<<"$sets" || true); do
+    ipset destroy "$set" 2>/dev/null || true
+  done
+}
+
 install_packages() {
   local missing=()
   command -v runc >/dev/null || missing+=(runc)
   command -v containerd >/dev/null || missing+=(containerd)
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+  command -v iptables >/dev/null || missing+=(iptables)
+  command -v ipset >/dev/null || missing+=(ipset)
   [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || missing+=(busybox-static)
   [ ${#missing[@]} = 0 ] && return
   log "installing ${missing[*]} (Debian)"
@@ -76,6 +118,38 @@ YAML
   chmod 600 "$RUN/kubelet.kubeconfig"
 }
 
+# The internet's stand-in (env.sh): a veth pair from this machine into the namespace. What the
+# node's Pods send is routed by a table of its own, which knows the bridge and the stand-in and
+# nothing else: no Pod's packet is forwarded off this machine, whatever a policy allows.
+POD_ROUTES=1198
+public_network() {
+  if [ "$1" = down ]; then
+    ip rule del from "$REAL_POD_SUBNET" lookup "$POD_ROUTES" 2>/dev/null || true
+    ip route flush table "$POD_ROUTES" 2>/dev/null || true
+    ip netns delete "$PUBLIC_NETNS" 2>/dev/null || true
+    return
+  fi
+  [ -n "$(ip rule show lookup "$POD_ROUTES")" ] || ip rule add from "$REAL_POD_SUBNET" lookup "$POD_ROUTES" priority 1000
+  ip route replace unreachable default table "$POD_ROUTES"
+  ip route replace "$REAL_POD_SUBNET" dev cubepod0 table "$POD_ROUTES"
+  if [ ! -e "/run/netns/$PUBLIC_NETNS" ]; then
+    ip netns add "$PUBLIC_NETNS"
+    ip link add cubepod-pub0 type veth peer name eth0 netns "$PUBLIC_NETNS"
+  fi
+  local bits=${PUBLIC_SUBNET#*/}
+  # No route in the main table: this machine's own traffic to those addresses (its registries
+  # may sit in a documentation range too) keeps its way out; only the Pods' table knows it.
+  ip addr replace "$PUBLIC_ROUTER_IP/$bits" dev cubepod-pub0 noprefixroute
+  ip route del "$PUBLIC_SUBNET" dev cubepod-pub0 table main 2>/dev/null || true
+  ip link set cubepod-pub0 up
+  ip route replace "$PUBLIC_SUBNET" dev cubepod-pub0 table "$POD_ROUTES"
+  ip -n "$PUBLIC_NETNS" addr replace "$PUBLIC_IP/$bits" dev eth0
+  ip -n "$PUBLIC_NETNS" link set lo up
+  ip -n "$PUBLIC_NETNS" link set eth0 up
+  ip -n "$PUBLIC_NETNS" route replace default via "$PUBLIC_ROUTER_IP"
+  sysctl -qw net.ipv4.ip_forward=1
+}
+
 case "${1:-start}" in
 start)
   [ "$(id -u)" = 0 ] || die "the real node needs root (containerd, runc, mounts, network namespaces)"
@@ -98,6 +172,7 @@ start)
   dnat=(PREROUTING -i cubepod0 -d "$KUBERNETES_SERVICE_IP" -p tcp --dport 443 -j DNAT --to-destination "127.0.0.1:$APISERVER_PORT")
   iptables -t nat -C "${dnat[@]}" 2>/dev/null || iptables -t nat -A "${dnat[@]}"
   ip route replace blackhole "$SERVICE_CIDR"
+  public_network up
   start containerd containerd --config "$RUN/containerd.toml"
   wait_for containerd 60 ctr -a "$SOCK" version || die "containerd did not start: see $LOGS/containerd.log"
   bash "$here/images.sh" "$SOCK"
@@ -109,12 +184,21 @@ start)
   start local-volumes npx tsx "$here/local-volumes.ts"
   wait_for "node $REAL_NODE_NAME" 120 sh -c "kubectl get node $REAL_NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' 2>/dev/null | grep -q True" \
     || { tail -20 "$LOGS/kubelet.log" >&2; die "the kubelet did not make $REAL_NODE_NAME Ready: see $LOGS/kubelet.log"; }
+  if [ "${CUBEPOD_REAL_NODE_POLICIES:-on}" = off ]; then policies_off; else policies_on; fi
+  ;;
+policies)
+  case "${2:-}" in
+  on) policies_on ;;
+  off) policies_off ;;
+  *) die "usage: real-node.sh policies on|off" ;;
+  esac
   ;;
 stop)
   if alive kubelet && alive kube-apiserver; then
     kubectl delete pods -A --field-selector "spec.nodeName=$REAL_NODE_NAME" --wait=true --timeout=60s >/dev/null 2>&1 || true
   fi
   stop kubelet TERM 50
+  policies_off
   stop local-volumes TERM 20
   stop containerd TERM 50
   # Shims and containers outlive containerd; so do the mounts and network namespaces of their Pods.
@@ -126,10 +210,11 @@ stop)
   iptables -t nat -D PREROUTING -i cubepod0 -d "$KUBERNETES_SERVICE_IP" -p tcp --dport 443 -j DNAT \
     --to-destination "127.0.0.1:$APISERVER_PORT" 2>/dev/null || true
   ip route delete blackhole "$SERVICE_CIDR" 2>/dev/null || true
+  public_network down
   # Loop devices of Block volumes (local-volumes.ts attaches them again at the next start) and
   # the kubelet's own, on its device map paths.
   losetup -a | grep -F "($RUN/" | cut -d: -f1 | while read -r loop; do losetup -d "$loop" || true; done
   rm -rf "$RUN/cni/ipam"
   ;;
-*) die "usage: real-node.sh start|stop" ;;
+*) die "usage: real-node.sh start|stop|policies on|off" ;;
 esac

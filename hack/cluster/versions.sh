@@ -4,6 +4,8 @@ ETCD_VERSION=v3.6.16
 KWOK_VERSION=v0.8.0
 # Only to render the generated Helm chart in tests.
 HELM_VERSION=v3.22.0
+# The real node's NetworkPolicy enforcement (its policy controller only).
+KUBE_ROUTER_VERSION=v2.1.0
 # Where binaries and Go caches live: outside the work tree, reused by later runs and CI.
 CUBEPOD_CACHE=${CUBEPOD_CACHE:-$HOME/.cache/cubepod}
 CUBEPOD_BIN=$CUBEPOD_CACHE/bin
