@@ -22,16 +22,31 @@ NODE_NAME=kwok-node-0
 REAL_NODE_NAME=cubepod-real-0
 REAL_POD_SUBNET=${CUBEPOD_REAL_POD_SUBNET:-198.18.0.0/24}
 REAL_GATEWAY_IP=${CUBEPOD_REAL_GATEWAY_IP:-198.18.0.1}
+# A stand-in for the internet beyond the cluster (real-node.sh): a network namespace of this
+# machine holding an address of TEST-NET-3, which the real node's Pods reach through this machine,
+# and nothing else reaches. A sandbox's `Internet` egress is tried against it.
+PUBLIC_NETNS=cubepod-public
+PUBLIC_SUBNET=${CUBEPOD_PUBLIC_SUBNET:-203.0.113.0/24}
+PUBLIC_ROUTER_IP=${CUBEPOD_PUBLIC_ROUTER_IP:-203.0.113.1}
+PUBLIC_IP=${CUBEPOD_PUBLIC_IP:-203.0.113.10}
 # Service IPs: also a test network range, so that a real node's Pods route them to this machine,
 # where nothing but the API server's (the Service `kubernetes`, real-node.sh) is translated, and
 # a blackhole route keeps the rest from leaving it.
 SERVICE_CIDR=${CUBEPOD_SERVICE_CIDR:-198.18.1.0/24}
 KUBERNETES_SERVICE_IP=${CUBEPOD_KUBERNETES_SERVICE_IP:-198.18.1.1}
 MODULE_NAME=pepr-cubepod
+# The gateway's token key, made once per cluster: tokens stay valid across restarts (as with
+# several replicas sharing one key), and the module's public key for sandboxes follows from it.
+GATEWAY_TOKEN_KEY_FILE=$CLUSTER_DIR/gateway-token-key
 # The admin client certificate's user: the tests', and the local module's (pepr dev) identity.
 ADMIN_USER=cubepod-admin
 export PATH="$CUBEPOD_BIN:$PATH"
 export KUBECONFIG=$KUBECONFIG_FILE
+
+gateway_token_key() {
+  [ -s "$GATEWAY_TOKEN_KEY_FILE" ] || (mkdir -p "$CLUSTER_DIR" && umask 077 && openssl rand -hex 32 >"$GATEWAY_TOKEN_KEY_FILE")
+  cat "$GATEWAY_TOKEN_KEY_FILE"
+}
 
 log() { printf '[cluster %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 die() { printf '[cluster] error: %s\n' "$*" >&2; exit 1; }

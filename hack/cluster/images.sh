@@ -4,9 +4,11 @@
 # `io.containerd.image.name` annotation. Usage: images.sh CONTAINERD_SOCKET
 #   registry.k8s.io/pause:3.10   the Pod sandbox: sleeps (containerd kills it with SIGKILL)
 #   cubepod.local/busybox:1      a static userland (Debian's busybox-static), for Pods that run for real
-#   cubepod.local/podd-injector:dev  podd-init and podd (podd/, static Go programs) in /opt/cubepod/bin,
-#                                the copy program of `forkStrategy: Copy`, and busybox for `cp`
-#   cubepod.local/sandbox:dev    a sandbox's own image: the busybox userland with a /workspace
+#   cubepod.local/podd-injector:dev  podd-init, podd and cubepod-egress (podd/, static Go programs) in
+#                                /opt/cubepod/bin, the copy program of `forkStrategy: Copy`, and busybox for `cp`
+#   cubepod.local/sandbox:dev    a sandbox's own image: Debian with bash, Python, git, curl and sudo,
+#                                the unprivileged user `user` (uid 1000, home /home/user), from
+#                                sandbox-image.sh (Debian's packages, mmdebstrap)
 #   ghcr.io/defenseunicorns/pepr/controller:v<pepr>  the image the module's (and the gateway's)
 #                                Deployments name, built here: see controller_image
 # An image is imported again when its content changed (the project's own programs do).
@@ -67,16 +69,17 @@ bin=$work/injector/opt/cubepod/bin
 mkdir -p "$bin"
 (cd "$ROOT/podd" && GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
   GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build \
-  go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/podd ./cmd/podd-init) || die "building podd failed"
+  go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/podd ./cmd/podd-init ./cmd/cubepod-egress) || die "building podd failed"
 install -m 0755 "$ROOT/podd/podd-copy" "$bin/podd-copy"
 busybox_root "$work/injector"
 oci_image cubepod.local/podd-injector:dev "$work/injector" '["/bin/sh"]'
-busybox_root "$work/sandbox"
-# The E2B SDK runs commands with /bin/bash -l -c; busybox's shell serves.
-rm -f "$work/sandbox/bin/bash"
-printf '#!/bin/sh\nexec /bin/sh "$@"\n' >"$work/sandbox/bin/bash"
-chmod 0755 "$work/sandbox/bin/bash"
-oci_image cubepod.local/sandbox:dev "$work/sandbox" '["/bin/sh"]'
+# The sandbox image: a Debian userland (sandbox-image.sh), built once per recipe into the cache.
+sandbox=$(bash "$here/sandbox-image.sh" | tail -1) || die "building the sandbox image failed"
+if ! ctr -a "$sock" -n k8s.io images ls | awk '$1 == "cubepod.local/sandbox:dev" {print $3}' |
+  grep -qx "$(cat "${sandbox%.tar}.digest")"; then
+  ctr -a "$sock" -n k8s.io images import "$sandbox" >/dev/null
+  log "imported cubepod.local/sandbox:dev"
+fi
 
 # The Pepr controller image, as the published one is laid out (`node` as the entrypoint, the
 # module's runtime in /app/node_modules), from what this machine has: its own Node binary with the
