@@ -97,10 +97,14 @@ export function effectiveState(b: ActivityInput, now: number): Effective {
   return { desired };
 }
 
+/** Every later time (epoch ms) the reaper's rules could change the box's effective state, in order. */
+export function deadlines(b: ActivityInput, now: number): number[] {
+  return [idleDeadline(b), leaseDeadline(b), expiryDeadline(b)]
+    .filter((t): t is number => t !== undefined && t > now)
+    .sort((x, y) => x - y);
+}
+
 /** The next time (epoch ms) the reaper's rules could change the box's effective state. */
 export function nextDeadline(b: ActivityInput, now: number): number | undefined {
-  const candidates = [idleDeadline(b), leaseDeadline(b), expiryDeadline(b)].filter(
-    (t): t is number => t !== undefined && t > now,
-  );
-  return candidates.length > 0 ? Math.min(...candidates) : undefined;
+  return deadlines(b, now)[0];
 }

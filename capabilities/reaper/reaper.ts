@@ -1,25 +1,38 @@
 import { Log } from "pepr";
 import type { PodBox } from "../api/kinds";
 import { reaperBoxes, reaperPassDuration } from "../metrics/registry";
+import { objectKey } from "../kit/object-key";
 import { BoxCache } from "./box-cache";
+import { DeadlineTimers } from "./deadline-timers";
 
 /**
- * The reaper: on a schedule, every box whose idle or lease deadline has passed is handed to the
- * box reconciler, which decides (pause, terminate). A pass reads only the watch-fed
- * {@link BoxCache}, so idle boxes cost no API call.
+ * The reaper: every box whose expiry, idle or lease deadline has passed is handed to the box
+ * reconciler, which decides (pause, terminate). Each box gets a timer at its next deadline, so a
+ * sandbox ends at its timeout to the second (as E2B's do); a pass on a schedule catches anything
+ * a timer missed. Both read only the watch-fed {@link BoxCache}, so idle boxes cost no API call.
  */
 export class Reaper {
   /** Every box's phase and next deadline, fed by the module's PodBox watch. */
   readonly boxes = new BoxCache();
+  readonly #timers = new DeadlineTimers((key, now) => {
+    if (this.boxes.takeIfDue(key, now)) this.due(key);
+    return this.boxes.next(key);
+  });
   #passing = false;
 
   /** @param due asks for a reconcile of a box whose deadline has passed */
   constructor(private readonly due: (key: string) => void) {}
 
   /** A watch event of a box. */
-  onBoxEvent(box: PodBox, deleted: boolean): void {
-    if (deleted) this.boxes.remove(box.metadata!.namespace!, box.metadata!.name!);
-    else this.boxes.update(box);
+  onBoxEvent(box: PodBox, deleted: boolean, now = Date.now()): void {
+    if (deleted) {
+      const { namespace, name } = box.metadata!;
+      this.boxes.remove(namespace!, name!);
+      this.#timers.clear(objectKey(namespace!, name!));
+      return;
+    }
+    const { key, deadline } = this.boxes.update(box, now);
+    this.#timers.set(key, deadline, now);
   }
 
   /**
