@@ -1,4 +1,8 @@
+import { readFileSync } from "node:fs";
+import { X509Certificate } from "node:crypto";
+import { createSecureContext } from "node:tls";
 import { ConfigError } from "../capabilities/config";
+import { PoddControl } from "./podd-control";
 
 /**
  * The gateway's settings, read from the environment once at start and validated: a bad value
@@ -13,10 +17,18 @@ export type GatewayConfig = {
   startTimeoutMs: number;
   /** The key access tokens are derived from (HMAC): the same for every replica. */
   tokenKey: string;
+  /** The credentials for sandboxes' daemons, signed with a key derived from the token key. */
+  control: PoddControl;
   /** Where /metrics and /healthz are served (plain HTTP, on the same address). */
   metricsPort: number;
   /** The largest request body the control API reads. */
   maxBodyBytes: number;
+  /**
+   * HTTPS on its own port, when a certificate is given: the SDKs reach each sandbox at
+   * `https://<port>-<id>.<domain>` unless pointed at one URL, and only that form lets a signed
+   * URL, which carries no header, name its sandbox.
+   */
+  tls?: { port: number; cert: string; key: string };
 };
 
 type Env = Record<string, string | undefined>;
@@ -28,6 +40,13 @@ export const GATEWAY_SETTINGS = [
   ["CUBEPOD_GATEWAY_DOMAIN", "cubepod.localhost", "the domain sandboxes are reported under"],
   ["CUBEPOD_GATEWAY_METRICS_PORT", "8082", "port of /metrics and /healthz"],
   ["CUBEPOD_GATEWAY_START_TIMEOUT_SECONDS", "30", "wait for a box to run and its daemon to answer"],
+  [
+    "CUBEPOD_GATEWAY_TLS_CERT_FILE",
+    "(none)",
+    "PEM certificate (chain) naming `*.<domain>`; with the key, HTTPS is served too",
+  ],
+  ["CUBEPOD_GATEWAY_TLS_KEY_FILE", "(none)", "PEM private key of that certificate"],
+  ["CUBEPOD_GATEWAY_TLS_PORT", "8443", "port of HTTPS"],
   [
     "CUBEPOD_GATEWAY_TOKEN_KEY",
     "(required)",
@@ -59,6 +78,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   if (tokenKey.length < 32) {
     problems.push("CUBEPOD_GATEWAY_TOKEN_KEY: expected a secret of at least 32 characters");
   }
+  const tls = tlsOf(env, domain, int("CUBEPOD_GATEWAY_TLS_PORT", 8443, 1, 65535), problems);
   const config = {
     host: get("CUBEPOD_GATEWAY_HOST", "127.0.0.1"),
     port: int("CUBEPOD_GATEWAY_PORT", 8080, 1, 65535),
@@ -66,8 +86,57 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     metricsPort: int("CUBEPOD_GATEWAY_METRICS_PORT", 8082, 1, 65535),
     startTimeoutMs: int("CUBEPOD_GATEWAY_START_TIMEOUT_SECONDS", 30, 1, 3600) * 1000,
     tokenKey,
+    control: new PoddControl(tokenKey),
     maxBodyBytes: 1024 * 1024,
+    ...(tls ? { tls } : {}),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+/**
+ * The certificate and key, when both are given: readable, a pair, and valid for every sandbox's
+ * host (`<port>-<id>.<domain>`), else a problem naming why.
+ */
+function tlsOf(
+  env: Env,
+  domain: string,
+  port: number,
+  problems: string[],
+): GatewayConfig["tls"] | undefined {
+  const certFile = env.CUBEPOD_GATEWAY_TLS_CERT_FILE?.trim() || undefined;
+  const keyFile = env.CUBEPOD_GATEWAY_TLS_KEY_FILE?.trim() || undefined;
+  if (!certFile && !keyFile) return undefined;
+  if (!certFile || !keyFile) {
+    problems.push(
+      "CUBEPOD_GATEWAY_TLS_CERT_FILE and CUBEPOD_GATEWAY_TLS_KEY_FILE go together: one is missing",
+    );
+    return undefined;
+  }
+  const read = (variable: string, file: string) => {
+    try {
+      return readFileSync(file, "utf8");
+    } catch (e) {
+      problems.push(`${variable}: cannot read ${file}: ${(e as Error).message}`);
+      return undefined;
+    }
+  };
+  const cert = read("CUBEPOD_GATEWAY_TLS_CERT_FILE", certFile);
+  const key = read("CUBEPOD_GATEWAY_TLS_KEY_FILE", keyFile);
+  if (cert === undefined || key === undefined) return undefined;
+  try {
+    createSecureContext({ cert, key });
+  } catch (e) {
+    problems.push(`CUBEPOD_GATEWAY_TLS_*: ${certFile} and ${keyFile} are no PEM pair: ${e}`);
+    return undefined;
+  }
+  const host = `49983-sandboxid.${domain}`;
+  if (!new X509Certificate(cert).checkHost(host)) {
+    problems.push(
+      `CUBEPOD_GATEWAY_TLS_CERT_FILE: ${certFile} does not name sandboxes' hosts such as ${host} ` +
+        `(expected a subjectAltName DNS:*.${domain})`,
+    );
+    return undefined;
+  }
+  return { port, cert, key };
 }

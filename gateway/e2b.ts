@@ -12,7 +12,7 @@ import { quantityValue } from "../capabilities/api/quantity";
 /** The client ID E2B's API reports for every sandbox (deprecated, still required by the schema). */
 export const CLIENT_ID = "6532622b";
 /** The envd API level podd implements: the SDK picks its behaviour by this version. */
-export const ENVD_VERSION = "0.5.7";
+export const ENVD_VERSION = "0.6.13";
 /** E2B's default sandbox lifetime, when a create gives no `timeout`. */
 export const DEFAULT_TIMEOUT_SECONDS = 300;
 
@@ -23,6 +23,11 @@ export const ANNOTATION_TEMPLATE = `${GROUP}/sandbox-template`;
 export const ANNOTATION_AUTO_RESUME = `${GROUP}/sandbox-auto-resume`;
 /** The sandbox's timeout in seconds, as created: the lifetime an auto-resume gives it again. */
 export const ANNOTATION_TIMEOUT = `${GROUP}/sandbox-timeout`;
+/**
+ * When the gateway created the sandbox, to the millisecond: lists sort by it, and a box's own
+ * `creationTimestamp` has whole seconds only, too coarse for sandboxes created one after another.
+ */
+export const ANNOTATION_STARTED = `${GROUP}/sandbox-started-at`;
 
 /** The Secret that keeps a sandbox's envVars for its resumes, and its type. */
 export const envVarsSecretName = (id: string) => `${id}-envs`;
@@ -79,14 +84,16 @@ const seconds = z.int().min(0).max(31_536_000);
 
 /** `NewSandbox` (v1) and `NewSandboxV2`: the fields CubePod acts on; others are accepted. */
 export const newSandboxSchema = z.looseObject({
-  templateID: z.string().regex(/^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$/, {
-    error: "must name a PodTemplate in your namespace",
+  // A PodTemplate's name, or a snapshot's ID or name (`<id>:default`, `<namespace>/<name>:<tag>`).
+  templateID: z.string().regex(/^[a-z0-9][-a-z0-9._]*(\/[a-z0-9_-]+)?(:[a-z0-9_.-]+)?$/i, {
+    error: "must name a PodTemplate in your namespace, or a snapshot",
   }),
   timeout: seconds.optional(),
   metadata: stringMap.optional(),
   envVars: stringMap.optional(),
   autoPause: z.boolean().optional(),
   autoResume: z.looseObject({ enabled: z.boolean() }).optional(),
+  allow_internet_access: z.boolean().optional(),
 });
 export const connectSchema = z.looseObject({ timeout: seconds.optional() });
 export const forkSchema = z.looseObject({
@@ -122,10 +129,21 @@ export const resumesOnTraffic = (box: PodBox) =>
   box.metadata?.annotations?.[ANNOTATION_AUTO_RESUME] === "true" && stateOf(box) === "paused";
 
 /** E2B's two states: a box that is paused, or meant to be, is paused; any other runs. */
-export function stateOf(box: PodBox): "running" | "paused" {
-  return box.status?.phase === "Paused" || box.spec?.desiredState === "Paused"
+export function stateOf(box: PodBox, now = Date.now()): "running" | "paused" {
+  return box.status?.phase === "Paused" ||
+    box.spec?.desiredState === "Paused" ||
+    (expired(box, now) && box.spec?.onExpiry === "Pause")
     ? "paused"
     : "running";
+}
+
+/**
+ * True once a box meant to run is past its `expiresAt`. The API answers by the clock, as E2B's
+ * does, in the moment before the operator has paused or ended the box.
+ */
+export function expired(box: PodBox, now = Date.now()): boolean {
+  const at = box.spec?.expiresAt ? Date.parse(box.spec.expiresAt) : NaN;
+  return (box.spec?.desiredState ?? "Running") === "Running" && at <= now;
 }
 
 function metadataOf(box: PodBox): Record<string, string> {
@@ -141,13 +159,28 @@ function metadataOf(box: PodBox): Record<string, string> {
 
 const iso = (t: unknown) => new Date(t as string).toISOString();
 
+/** The template a sandbox was created from, as E2B names it. */
+export const templateIdOf = (box: PodBox): string =>
+  box.metadata?.annotations?.[ANNOTATION_TEMPLATE] ?? box.spec?.templateRef ?? "";
+
+/**
+ * When the sandbox started (epoch ms): the gateway's stamp, else the box's creation (a box made
+ * without the gateway, by GitOps say).
+ */
+export function startedAt(box: PodBox): number {
+  const stamped = Date.parse(box.metadata?.annotations?.[ANNOTATION_STARTED] ?? "");
+  if (!Number.isNaN(stamped)) return stamped;
+  const created = new Date(String(box.metadata?.creationTimestamp)).getTime();
+  return Number.isNaN(created) ? Date.now() : created;
+}
+
 /** True for a box that ended (terminated by its spec or its expiry): no sandbox any more. */
-export function ended(box: PodBox): boolean {
+export function ended(box: PodBox, now = Date.now()): boolean {
   return (
     Boolean(box.metadata?.deletionTimestamp) ||
     box.spec?.desiredState === "Terminated" ||
     box.status?.phase === "Terminated" ||
-    (box.status?.reason === "Expired" && box.spec?.onExpiry !== "Pause")
+    ((box.status?.reason === "Expired" || expired(box, now)) && box.spec?.onExpiry !== "Pause")
   );
 }
 
@@ -156,9 +189,11 @@ export function ended(box: PodBox): boolean {
  * undefined unless the box runs, and is meant to.
  */
 export function endpointOf(box: PodBox): { ip: string; envdPort: number } | undefined {
-  if (box.status?.phase !== "Running" || !box.status.podIP || !box.status.poddURL) return undefined;
+  const { phase, podIP, poddURL, podUID } = box.status ?? {};
+  // The Pod's UID too: the daemon takes only a credential that names it.
+  if (phase !== "Running" || !podIP || !poddURL || !podUID) return undefined;
   if (ended(box) || stateOf(box) === "paused") return undefined;
-  return { ip: box.status.podIP, envdPort: Number(new URL(box.status.poddURL).port) };
+  return { ip: podIP, envdPort: Number(new URL(poddURL).port) };
 }
 
 /** The PodTemplate a sandbox's box was made from (its pool's, for a warm claim). */
@@ -189,13 +224,12 @@ export function resourcesOf(template: CubePodTemplate | undefined) {
 
 /** The fields `ListedSandbox` and `SandboxDetail` share. */
 export function listedSandbox(box: PodBox, template?: CubePodTemplate) {
-  const started = box.metadata?.creationTimestamp ?? new Date();
+  const started = startedAt(box);
   const endAt =
-    box.spec?.expiresAt ??
-    new Date(new Date(started).getTime() + DEFAULT_TIMEOUT_SECONDS * 1000).toISOString();
+    box.spec?.expiresAt ?? new Date(started + DEFAULT_TIMEOUT_SECONDS * 1000).toISOString();
   return {
     sandboxID: box.metadata!.name!,
-    templateID: box.metadata?.annotations?.[ANNOTATION_TEMPLATE] ?? box.spec?.templateRef ?? "",
+    templateID: templateIdOf(box),
     clientID: CLIENT_ID,
     startedAt: iso(started),
     endAt: iso(endAt),
@@ -210,7 +244,7 @@ export function listedSandbox(box: PodBox, template?: CubePodTemplate) {
 export function sandbox(box: PodBox, token: string, domain: string) {
   return {
     sandboxID: box.metadata!.name!,
-    templateID: box.metadata?.annotations?.[ANNOTATION_TEMPLATE] ?? box.spec?.templateRef ?? "",
+    templateID: templateIdOf(box),
     clientID: CLIENT_ID,
     envdVersion: ENVD_VERSION,
     envdAccessToken: token,

@@ -54,7 +54,8 @@ async function main(): Promise<void> {
   await Promise.all(informers.map(i => i.start()));
   const control = new ControlApi(client, boxes, templates, pools, config);
   const proxy = new SandboxProxy(boxes, client, config, (ns, id) => control.resume(ns, id));
-  const server = gatewayServer(config, keys, control, proxy);
+  const servers = [gatewayServer(config, keys, control, proxy)];
+  if (config.tls) servers.push(gatewayServer(config, keys, control, proxy, config.tls));
   const metrics = startMetricsServer(
     // Healthy while the API server answers: the watches then keep the caches current.
     async () =>
@@ -67,15 +68,21 @@ async function main(): Promise<void> {
     config.host,
     gatewayRegistry,
   );
-  server.listen(config.port, config.host, () =>
+  servers[0].listen(config.port, config.host, () =>
     console.log(`cubepod-gateway listening on http://${config.host}:${config.port}`),
+  );
+  servers[1]?.listen(config.tls!.port, config.host, () =>
+    console.log(`cubepod-gateway listening on https://${config.host}:${config.tls!.port}`),
   );
   const stop = () => {
     informers.forEach(i => i.stop());
     proxy.close();
     metrics.close();
-    server.close(() => process.exit(0));
-    server.closeAllConnections();
+    let open = servers.length;
+    for (const server of servers) {
+      server.close(() => --open === 0 && process.exit(0));
+      server.closeAllConnections();
+    }
   };
   process.on("SIGTERM", stop);
   process.on("SIGINT", stop);

@@ -9,7 +9,16 @@ import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
 import { autoResumes, proxiedConnections, requestDuration } from "./metrics";
 import { DEFAULT_ENVD_PORT } from "../capabilities/api/common";
-import { accessToken, ended, endpointOf, resumesOnTraffic, sameToken, sandboxIdOf } from "./e2b";
+import {
+  accessToken,
+  ended,
+  endpointOf,
+  expired,
+  resumesOnTraffic,
+  sameToken,
+  sandboxIdOf,
+} from "./e2b";
+import { CONTROL_HEADER } from "./podd-control";
 import type { SandboxIndex } from "./sandboxes";
 
 /** Paths of the daemon's port that only the control plane may call (E2B's list). */
@@ -39,12 +48,19 @@ const HOP_BY_HOP = new Set([
   "upgrade",
   "transfer-encoding",
 ]);
-const NOT_FORWARDED = new Set([...HOP_BY_HOP, "expect"]);
+/**
+ * Never forwarded either: the daemon's credential, which only the gateway sets, and only on the
+ * daemon's port (a user's port is the sandbox's own code, which must never see it).
+ */
+const NOT_FORWARDED = new Set([...HOP_BY_HOP, "expect", CONTROL_HEADER.toLowerCase()]);
 
 /** Where a request goes: a sandbox and a port of it. */
 export type Route = { id: string; port: number };
-/** A running box as a request needs it: where it listens, and its access token. */
-type Live = { box: PodBox; ip: string; envdPort: number; token: string };
+/**
+ * A running box as a request needs it: where it listens, its access token, and the gateway's
+ * credential for its daemon.
+ */
+type Live = { box: PodBox; ip: string; envdPort: number; token: string; control: string };
 /** A request that names a sandbox badly: the status and message to answer. */
 export type RouteError = { status: number; message: string };
 
@@ -85,6 +101,10 @@ function route(rawId: string, rawPort: string): Route | RouteError {
   }
   return { id, port };
 }
+
+/** True when the request's query has a `signature`, as the SDKs' signed file URLs do. */
+const signed = (path: string) =>
+  new URLSearchParams(path.split("?")[1] ?? "").get("signature") !== null;
 
 export const sendJson = (res: ServerResponse, status: number, body: unknown) => {
   const text = JSON.stringify(body);
@@ -138,7 +158,8 @@ export class SandboxProxy {
     const live: Live[] = [];
     for (const box of this.boxes.named(route.id)) {
       const l = this.#liveOf(box);
-      if (l) live.push(l);
+      // Worked out per version of the box, which its expiry does not change.
+      if (l && !expired(box)) live.push(l);
     }
     if (live.length === 0) return this.#sleeping(route, headers) ?? notFound;
     if (live.length > 1) {
@@ -155,6 +176,8 @@ export class SandboxProxy {
     }
     if (method === "GET" && pathname === "/health") return live[0];
     const token = headers["x-access-token"];
+    // A signed URL (`downloadUrl`, `uploadUrl`) carries no token: the daemon checks its signature.
+    if (token === undefined && pathname === "/files" && signed(path)) return live[0];
     const match = live.find(l => sameToken(token, l.token));
     if (!match)
       return { status: 401, message: "missing or invalid X-Access-Token for this sandbox" };
@@ -165,7 +188,14 @@ export class SandboxProxy {
     let live = this.#live.get(box);
     if (live === undefined) {
       const at = endpointOf(box);
-      live = at ? { box, ...at, token: accessToken(this.config.tokenKey, box) } : null;
+      live = at
+        ? {
+            box,
+            ...at,
+            token: accessToken(this.config.tokenKey, box),
+            control: this.config.control.credential(box)!,
+          }
+        : null;
       this.#live.set(box, live);
     }
     return live ?? undefined;
@@ -230,7 +260,7 @@ export class SandboxProxy {
         origin: `http://${host}:${route.port}`,
         path: req.url ?? "/",
         method: (req.method ?? "GET") as Dispatcher.HttpMethod,
-        headers: forwardedRequestHeaders(req.rawHeaders),
+        headers: forwardedRequestHeaders(req.rawHeaders, controlFor(target, route)),
         body: hasBody(req.headers) ? req : null,
       },
       forward,
@@ -259,7 +289,10 @@ export class SandboxProxy {
     socket.once("close", () => proxiedConnections.dec());
     const upstream = connect(route.port, target.ip, () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`];
+      const control = controlFor(target, route);
+      if (control) lines.push(`${CONTROL_HEADER}: ${control}`);
       for (let i = 0; i < req.rawHeaders.length; i += 2) {
+        if (req.rawHeaders[i].toLowerCase() === CONTROL_HEADER.toLowerCase()) continue;
         lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
       }
       upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
@@ -364,9 +397,17 @@ function hasBody(headers: IncomingHttpHeaders): boolean {
   return headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
 }
 
-/** The request's headers as received (name, value, ...), less those of the connection. */
-function forwardedRequestHeaders(raw: string[]): string[] {
-  const out: string[] = [];
+/** The daemon's credential for a request to its port; undefined for a user's port. */
+function controlFor(target: Live, route: Route): string | undefined {
+  return route.port === target.envdPort ? target.control : undefined;
+}
+
+/**
+ * The request's headers as received (name, value, ...), less those of the connection and any
+ * credential the client sent; with the gateway's own credential when it is for the daemon.
+ */
+export function forwardedRequestHeaders(raw: string[], control: string | undefined): string[] {
+  const out: string[] = control ? [CONTROL_HEADER, control] : [];
   for (let i = 0; i < raw.length; i += 2) {
     if (!NOT_FORWARDED.has(raw[i].toLowerCase())) out.push(raw[i], raw[i + 1]);
   }

@@ -1,4 +1,5 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
+import { createServer as createTlsServer, type Server as TlsServer } from "node:https";
 import type { GatewayConfig } from "./config";
 import type { Answer, ControlApi } from "./control";
 import { ApiError, sandboxIdOf } from "./e2b";
@@ -10,17 +11,19 @@ import { routeOf, sendJson, type SandboxProxy } from "./proxy";
 const DRAIN_LIMIT = 64 * 1024 * 1024;
 
 /**
- * The gateway's HTTP server: a request that names a sandbox (headers or Host) is proxied to it;
- * any other is E2B's control API, authenticated by the `X-API-Key` of a tenant's namespace. Every
- * error is JSON `{code, message}` with `code` the HTTP status, as the SDKs read it.
+ * The gateway's HTTP server (HTTPS with `tls`): a request that names a sandbox (headers or Host)
+ * is proxied to it; any other is E2B's control API, authenticated by the `X-API-Key` of a
+ * tenant's namespace. Every error is JSON `{code, message}` with `code` the HTTP status, as the
+ * SDKs read it.
  */
 export function gatewayServer(
   config: GatewayConfig,
   keys: KeyIndex,
   control: ControlApi,
   proxy: SandboxProxy,
-): Server {
-  const server = createServer((req, res) => {
+  tls?: { cert: string; key: string },
+): Server | TlsServer {
+  const handle = (req: IncomingMessage, res: ServerResponse) => {
     const started = performance.now();
     const route = routeOf(req.headers, config.domain);
     let name = route ? "proxy" : "invalid";
@@ -50,7 +53,10 @@ export function gatewayServer(
       }
       if (!res.headersSent) sendJson(res, err.code, err.body());
     });
-  });
+  };
+  const server = tls
+    ? createTlsServer({ cert: tls.cert, key: tls.key }, handle)
+    : createServer(handle);
   server.on("upgrade", (req, socket, head) => {
     const route = routeOf(req.headers, config.domain);
     if (!route || "status" in route) return void socket.destroy();
@@ -71,7 +77,10 @@ export function gatewayServer(
     const parts = url.pathname.split("/").filter(Boolean);
     const v2 = parts[0] === "v2";
     if (v2) parts.shift();
-    if (parts[0] !== "sandboxes" || parts.length > 3) {
+    // Snapshots: E2B lists them under /snapshots and deletes them as templates.
+    const snapshots = !v2 && parts[0] === "snapshots" && parts.length === 1 && method === "GET";
+    const template = !v2 && parts[0] === "templates" && parts.length === 2 && method === "DELETE";
+    if ((parts[0] !== "sandboxes" || parts.length > 3) && !snapshots && !template) {
       req.resume();
       throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
     }
@@ -82,7 +91,16 @@ export function gatewayServer(
       throw new ApiError(401, key ? "invalid API key" : "missing API key (header X-API-Key)");
     }
     const body = await readJson(req, config.maxBodyBytes);
-    const id = parts[1] === undefined ? undefined : sandboxIdOf(parts[1]);
+    if (snapshots || template) {
+      named(snapshots ? "snapshots" : "delete-template");
+      const answer = snapshots
+        ? control.listSnapshots(ns, url.searchParams)
+        : await control.deleteTemplate(ns, parts[1]);
+      return send(res, answer);
+    }
+    // `/sandboxes/metrics` names many sandboxes, not one called "metrics".
+    const many = parts[1] === "metrics" && parts.length === 2;
+    const id = parts[1] === undefined || many ? undefined : sandboxIdOf(parts[1]);
     if (parts[1] !== undefined && !id) {
       throw new ApiError(400, `invalid sandbox ID ${JSON.stringify(parts[1])}: expected [a-z0-9]+`);
     }
@@ -90,12 +108,15 @@ export function gatewayServer(
     named(
       id
         ? (action ?? (method === "DELETE" ? "kill" : "info"))
-        : method === "POST"
-          ? "create"
-          : "list",
+        : many
+          ? "metrics"
+          : method === "POST"
+            ? "create"
+            : "list",
     );
     let answer: Answer;
-    if (!id && method === "POST") answer = await control.create(ns, body);
+    if (many && method === "GET") answer = await control.metricsOf(ns, url.searchParams);
+    else if (!id && method === "POST") answer = await control.create(ns, body);
     else if (!id && method === "GET") answer = control.list(ns, url.searchParams, v2);
     else if (id && !action && method === "GET") answer = control.info(ns, id);
     else if (id && !action && method === "DELETE") answer = await control.kill(ns, id);
@@ -104,21 +125,28 @@ export function gatewayServer(
     else if (id && action === "pause" && method === "POST") answer = await control.pause(ns, id);
     else if (id && action === "timeout" && method === "POST")
       answer = await control.setTimeout(ns, id, body);
-    else if (id && action === "metrics" && method === "GET") answer = control.metrics(ns, id);
+    else if (id && action === "metrics" && method === "GET")
+      answer = await control.metrics(ns, id, url.searchParams);
     else if (id && action === "fork" && method === "POST")
       answer = await control.fork(ns, id, body);
+    else if (id && action === "snapshots" && method === "POST")
+      answer = await control.snapshot(ns, id, body);
     else throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
-    if (answer.status === 204) {
-      res.writeHead(204, answer.headers);
-      return void res.end();
-    }
-    res.setHeader("Content-Type", "application/json; charset=utf-8");
-    for (const [h, v] of Object.entries(answer.headers ?? {})) res.setHeader(h, v);
-    res.writeHead(answer.status);
-    res.end(JSON.stringify(answer.body));
+    send(res, answer);
   }
 
   return server;
+}
+
+function send(res: ServerResponse, answer: Answer): void {
+  if (answer.status === 204) {
+    res.writeHead(204, answer.headers);
+    return void res.end();
+  }
+  res.setHeader("Content-Type", "application/json; charset=utf-8");
+  for (const [h, v] of Object.entries(answer.headers ?? {})) res.setHeader(h, v);
+  res.writeHead(answer.status);
+  res.end(JSON.stringify(answer.body));
 }
 
 /**

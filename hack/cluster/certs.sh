@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Creates the local CA, the API server's serving certificate, the admin client certificate and the
-# service-account key pair under .cluster/pki (once; the serving certificate again when it does not
-# name the Service IP of `kubernetes`, by which Pods reach the API server).
+# Creates the local CA, the API server's and the gateway's serving certificates, the admin client
+# certificate and the service-account key pair under .cluster/pki (once; a serving certificate
+# again when it does not name what it serves: the Service IP of `kubernetes`, by which Pods reach
+# the API server, and the gateway's domain).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 mkdir -p "$PKI" && cd "$PKI"
@@ -25,4 +26,9 @@ if [ ! -f admin.crt ]; then
 fi
 if ! openssl x509 -in apiserver.crt -noout -text 2>/dev/null | grep -q "IP Address:$KUBERNETES_SERVICE_IP\b"; then
   sign apiserver "/CN=kube-apiserver" "IP:127.0.0.1,IP:$KUBERNETES_SERVICE_IP,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc"
+fi
+# The gateway's HTTPS certificate: every sandbox's host, `<port>-<id>.<domain>`.
+GATEWAY_DOMAIN=${CUBEPOD_GATEWAY_DOMAIN:-cubepod.localhost}
+if ! openssl x509 -in gateway.crt -noout -ext subjectAltName 2>/dev/null | grep -q "DNS:\*\.$GATEWAY_DOMAIN\b"; then
+  sign gateway "/CN=cubepod-gateway" "DNS:*.$GATEWAY_DOMAIN,DNS:$GATEWAY_DOMAIN,IP:127.0.0.1"
 fi

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Runs the CubePod gateway locally on 127.0.0.1:${CUBEPOD_GATEWAY_PORT:-8080}.
+# Runs the CubePod gateway locally on 127.0.0.1:${CUBEPOD_GATEWAY_PORT:-8080}, and HTTPS on
+# ${CUBEPOD_GATEWAY_TLS_PORT:-8443} with the cluster CA's certificate for *.<domain> (certs.sh).
 #   gateway.sh start   start it (no-op when running) and wait until it answers
 #   gateway.sh stop    stop it
-# Its token key is made once per cluster (.cluster/gateway-token-key): tokens stay valid across
-# restarts, as with several replicas sharing one key.
+# Its token key is the cluster's (env.sh: gateway_token_key).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 cd "$ROOT"
@@ -11,9 +11,8 @@ GATEWAY_PORT=${CUBEPOD_GATEWAY_PORT:-8080}
 
 case "${1:-start}" in
 start)
-  key_file=$CLUSTER_DIR/gateway-token-key
-  [ -s "$key_file" ] || (umask 077 && openssl rand -hex 32 >"$key_file")
-  CUBEPOD_GATEWAY_TOKEN_KEY=$(cat "$key_file") CUBEPOD_GATEWAY_PORT=$GATEWAY_PORT \
+  CUBEPOD_GATEWAY_TOKEN_KEY=$(gateway_token_key) CUBEPOD_GATEWAY_PORT=$GATEWAY_PORT \
+    CUBEPOD_GATEWAY_TLS_CERT_FILE=$PKI/gateway.crt CUBEPOD_GATEWAY_TLS_KEY_FILE=$PKI/gateway.key \
     start gateway npx tsx gateway/main.ts
   wait_for "gateway on 127.0.0.1:$GATEWAY_PORT" 60 curl -s -o /dev/null "http://127.0.0.1:$GATEWAY_PORT/" \
     || { tail -20 "$LOGS/gateway.log" >&2; die "the gateway did not come up: see $LOGS/gateway.log"; }

@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from "e2b";
 import { WebSocket } from "undici";
 import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { apiKeySecret, podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { ECHO_PORT, EnvdStandIn } from "../../hack/lib/envd-stand-in";
 import { startDeployedGateway, untilServing } from "./deployed-gateway";
 
@@ -29,11 +29,7 @@ const keyB = `e2b_${randomBytes(20).toString("hex")}`;
 const as = (apiKey: string) => ({ apiKey, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: DOMAIN });
 
 async function apiKey(ns: string, key: string) {
-  await kube.mustCreate(`/api/v1/namespaces/${ns}/secrets`, {
-    metadata: { name: "agents" },
-    type: "pod.cubeplex.ai/api-key",
-    stringData: { sha256: createHash("sha256").update(key).digest("hex") },
-  });
+  await kube.mustCreate(`/api/v1/namespaces/${ns}/secrets`, apiKeySecret("agents", key));
 }
 
 /** One raw HTTP request to the gateway, so that tests control every header (Host included). */

@@ -1,9 +1,12 @@
+import { execFileSync } from "node:child_process";
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { GATEWAY_SETTINGS, loadGatewayConfig } from "../../../gateway/config";
 import {
   accessToken,
+  ended,
   envVarsOf,
   listedSandbox,
   matchesMetadata,
@@ -16,9 +19,12 @@ import {
   stateOf,
 } from "../../../gateway/e2b";
 import { KeyIndex } from "../../../gateway/keys";
-import { routeOf, SandboxProxy } from "../../../gateway/proxy";
+import { forwardedRequestHeaders, routeOf, SandboxProxy } from "../../../gateway/proxy";
+import { PoddControl, publicKeyOf, signGrant } from "../../../gateway/podd-control";
 import type { ApiClient } from "../../../capabilities/client/api-client";
-import { SandboxIndex } from "../../../gateway/sandboxes";
+import { NamespacedCache, SandboxIndex } from "../../../gateway/sandboxes";
+import { ControlApi } from "../../../gateway/control";
+import type { PodWarmPool } from "../../../capabilities/api/kinds";
 import type { CubePodTemplate, PodBox } from "../../../capabilities/api/kinds";
 
 const KEY = "k".repeat(32);
@@ -51,6 +57,56 @@ describe("gateway configuration", () => {
     expect(() =>
       loadGatewayConfig({ CUBEPOD_GATEWAY_PORT: "80x", CUBEPOD_GATEWAY_TOKEN_KEY: KEY }),
     ).toThrow(/CUBEPOD_GATEWAY_PORT: expected an integer from 1 to 65535, got "80x"/);
+  });
+
+  describe("HTTPS", () => {
+    const dir = mkdtempSync(join(tmpdir(), "gateway-tls-"));
+    /** A self-signed certificate for `san`, by openssl as an operator would make one. */
+    const certFor = (name: string, san: string) => {
+      execFileSync(
+        "openssl",
+        [
+          ...["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"],
+          ...["-keyout", join(dir, `${name}.key`), "-out", join(dir, `${name}.crt`)],
+          ...["-subj", `/CN=${name}`, "-addext", `subjectAltName=${san}`],
+        ],
+        { stdio: "ignore" },
+      );
+      return { cert: join(dir, `${name}.crt`), key: join(dir, `${name}.key`) };
+    };
+    const good = certFor("good", "DNS:*.cubepod.localhost,DNS:cubepod.localhost");
+    const other = certFor("other", "DNS:*.example.test");
+    const tls = (cert?: string, key?: string) =>
+      loadGatewayConfig({
+        CUBEPOD_GATEWAY_TOKEN_KEY: KEY,
+        CUBEPOD_GATEWAY_TLS_CERT_FILE: cert,
+        CUBEPOD_GATEWAY_TLS_KEY_FILE: key,
+      });
+    afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+    it("serves HTTPS on its port with a certificate that names every sandbox's host", () => {
+      expect(tls(good.cert, good.key).tls).toMatchObject({ port: 8443 });
+      expect(tls().tls).toBeUndefined();
+    });
+
+    it.each([
+      ["a key without its certificate", undefined, "key", /go together: one is missing/],
+      ["a file that is not there", "missing", "key", /cannot read .*missing/],
+      ["a key of another certificate", "good", "otherKey", /are no PEM pair/],
+      ["a certificate for another domain", "other", "otherKey", /does not name sandboxes' hosts/],
+    ])("refuses %s", (_, cert, key, message) => {
+      const file = (f?: string) =>
+        f === "good"
+          ? good.cert
+          : f === "other"
+            ? other.cert
+            : f === "key"
+              ? good.key
+              : f === "otherKey"
+                ? other.key
+                : f && join(dir, f);
+      expect(() => tls(file(cert), file(key))).toThrow(message);
+    });
   });
 });
 
@@ -116,6 +172,7 @@ describe("the proxy's choice of box", () => {
       status: {
         phase: "Running",
         podIP: ip,
+        podUID: `pod-of-${ip}`,
         poddURL: `http://${ip}:49983`,
       } as PodBox["status"],
       ...extra,
@@ -153,6 +210,67 @@ describe("the proxy's choice of box", () => {
     expect(proxy.resolve(envd, "POST", "/init?x=1", { "x-access-token": token })).toMatchObject({
       status: 404,
     });
+    // A signed file URL goes on without a token, for the daemon to check its signature; only
+    // `/files` takes one, and a wrong token is not overridden by a signature.
+    const signedUrl = "/files?path=a&signature=v1_x&signature_expiration=1";
+    expect(proxy.resolve(envd, "GET", signedUrl, {})).toMatchObject({ ip: "127.0.0.9" });
+    expect(proxy.resolve(envd, "GET", "/files?path=a", {})).toMatchObject({ status: 401 });
+    expect(proxy.resolve(envd, "GET", "/envs?signature=v1_x", {})).toMatchObject({ status: 401 });
+    expect(proxy.resolve(envd, "GET", signedUrl, { "x-access-token": `${token}x` })).toMatchObject({
+      status: 401,
+    });
+  });
+
+  it("stops routing to a box at its expiry, before the operator has acted", () => {
+    jest.useFakeTimers({ now: Date.parse("2026-12-01T10:00:00Z") });
+    try {
+      const { boxes, proxy } = setUp();
+      const ends = (extra: object) =>
+        running("sbx", "127.0.0.9", {
+          spec: { expiresAt: "2026-12-01T10:00:05Z", ...extra },
+        } as Partial<PodBox>);
+      boxes.observe(ends({}), false);
+      expect(proxy.resolve(envd, "GET", "/health", {})).toMatchObject({ ip: "127.0.0.9" });
+      jest.setSystemTime(Date.parse("2026-12-01T10:00:05Z"));
+      expect(proxy.resolve(envd, "GET", "/health", {})).toMatchObject({ status: 502 });
+      expect(ended(ends({}))).toBe(true);
+      expect([ended(ends({ onExpiry: "Pause" })), stateOf(ends({ onExpiry: "Pause" }))]).toEqual([
+        false,
+        "paused",
+      ]);
+      // A paused box keeps; a later expiresAt runs again.
+      expect(ended(ends({ desiredState: "Paused" }))).toBe(false);
+      expect(stateOf(ends({ expiresAt: "2026-12-01T10:01:00Z" }))).toBe("running");
+    } finally {
+      jest.useRealTimers();
+    }
+  });
+
+  it("gives each request to the daemon the gateway's credential for the box and its Pod", () => {
+    const { boxes, proxy } = setUp();
+    const b = running("sbx", "127.0.0.9");
+    boxes.observe(b, false);
+    const control = new PoddControl(KEY);
+    const headers = { "x-access-token": accessToken(KEY, b) };
+    expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({
+      control: control.credential(b),
+    });
+    // A Pod the status does not name yet gets no requests: its daemon would refuse them.
+    const unnamed = running("sbx", "127.0.0.10");
+    delete unnamed.status!.podUID;
+    boxes.observe(unnamed, false);
+    expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({ status: 502 });
+  });
+
+  it("forwards a client's credential header never, and its own only to the daemon's port", () => {
+    const raw = ["Host", "x", "X-CubePod-Control", "forged", "x-cubepod-control", "again"];
+    expect(forwardedRequestHeaders(raw, undefined)).toEqual(["Host", "x"]);
+    expect(forwardedRequestHeaders(raw, "real")).toEqual([
+      "X-CubePod-Control",
+      "real",
+      "Host",
+      "x",
+    ]);
   });
 
   it("follows each new version of a box: a new address, a pause, a box made again", () => {
@@ -178,6 +296,31 @@ describe("the proxy's choice of box", () => {
     expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({ status: 401 });
     headers["x-access-token"] = accessToken(KEY, again);
     expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({ ip: "127.0.0.11" });
+  });
+});
+
+describe("the daemon's credential", () => {
+  // podd/control/control_test.go checks the same vector: both sides sign alike.
+  const seed = Buffer.from("AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=", "base64");
+  const vector =
+    "MGI2ZjFjMmUtYm94LzlkMmE3ZTQ0LXBvZA." +
+    "B9KunYPFix25GJiK_GCz3vNpulDhRE8aNhjD7P1m7j_9T9pvvzsweVFjBZahf80stY_M38hR-kGc7amR2tciBg";
+
+  it("is the Ed25519 signature podd checks", () => {
+    const key = PoddControl.keyOf(seed);
+    expect(publicKeyOf(key)).toBe("A6EHv/POEL4dcN0Y50vAmWfk1jCbpQ1fHdyGZBJVMbg=");
+    expect(signGrant(key, "0b6f1c2e-box", "9d2a7e44-pod")).toBe(vector);
+  });
+
+  it("names the box and its Pod: another Pod (a resume) or another box (a claim), another one", () => {
+    const control = new PoddControl(KEY);
+    const of = (uid: string, podUID?: string) =>
+      control.credential(box("x", { metadata: { name: "x", uid }, status: { podUID } }));
+    expect(of("b1", "p1")).toBe(of("b1", "p1"));
+    expect(of("b1", "p2")).not.toBe(of("b1", "p1"));
+    expect(of("b2", "p1")).not.toBe(of("b1", "p1"));
+    expect(of("b1")).toBeUndefined();
+    expect(new PoddControl("j".repeat(32)).publicKey).not.toBe(control.publicKey);
   });
 });
 
@@ -258,6 +401,87 @@ describe("a sandbox's size and kept envVars", () => {
   });
 });
 
+describe("the control API's list", () => {
+  const made = (name: string, startedAt: string, extra: Record<string, unknown> = {}) =>
+    box(name, {
+      metadata: {
+        name,
+        namespace: "a",
+        creationTimestamp: "2026-12-01T10:00:00Z",
+        annotations: {
+          "pod.cubeplex.ai/sandbox-started-at": startedAt,
+          "pod.cubeplex.ai/sandbox-template": "base",
+          "pod.cubeplex.ai/sandbox-metadata": JSON.stringify({ run: "r" }),
+        },
+      },
+      status: { phase: "Running" },
+      ...extra,
+    } as unknown as Partial<PodBox>);
+  const setUp = (...boxes: PodBox[]) => {
+    const index = new SandboxIndex();
+    boxes.forEach(b => index.observe(b, false));
+    const config = loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: KEY });
+    const api = new ControlApi(
+      {} as ApiClient,
+      index,
+      new NamespacedCache<CubePodTemplate>(),
+      new NamespacedCache<PodWarmPool>(),
+      config,
+    );
+    return (q: string, v2 = true) => api.list("a", new URLSearchParams(q), v2);
+  };
+  const ids = (a: { body?: unknown }) => (a.body as { sandboxID: string }[]).map(s => s.sandboxID);
+  // Three boxes created within one second: only the gateway's stamp tells them apart.
+  const older = made("older", "2026-12-01T10:00:00.100Z");
+  const newer = made("newer", "2026-12-01T10:00:00.900Z");
+  const paused = made("paused", "2026-12-01T10:00:00.500Z", { status: { phase: "Paused" } });
+
+  it("sorts newest first by default, or oldest first, to the millisecond", () => {
+    const list = setUp(older, newer, paused);
+    expect(ids(list(""))).toEqual(["newer", "paused", "older"]);
+    expect(ids(list("order=asc"))).toEqual(["older", "paused", "newer"]);
+    expect(ids(list("", false))).toEqual(["newer", "older"]);
+  });
+
+  it("pages with X-Next-Token in either order, and counts the running matches", () => {
+    const list = setUp(older, newer, paused);
+    for (const order of ["desc", "asc"]) {
+      const seen: string[] = [];
+      let token: string | undefined;
+      do {
+        const page = list(`order=${order}&limit=1${token ? `&nextToken=${token}` : ""}`);
+        expect(page.headers?.["X-Total-Running"]).toBe("2");
+        seen.push(...ids(page));
+        token = page.headers?.["X-Next-Token"];
+      } while (token);
+      expect(seen).toEqual(ids(list(`order=${order}`)));
+    }
+    expect(list("state=paused").headers).toEqual({});
+  });
+
+  it("filters by start time (inclusive), template and state", () => {
+    const list = setUp(older, newer, paused);
+    expect(ids(list("startedAfter=2026-12-01T10:00:00.500Z"))).toEqual(["newer", "paused"]);
+    expect(ids(list("template=base&state=paused"))).toEqual(["paused"]);
+    expect(ids(list("template=other"))).toEqual([]);
+  });
+
+  it("falls back to the box's creation for a box the gateway did not make", () => {
+    const gitops = box("gitops", { status: { phase: "Running" } } as Partial<PodBox>);
+    expect(ids(setUp(gitops, older)("order=asc"))).toEqual(["gitops", "older"]);
+  });
+
+  it.each([
+    ["limit=0", /limit: expected an integer from 1 to 100/],
+    ["order=up", /order: expected asc or desc, got "up"/],
+    ["startedAfter=yesterday", /startedAfter: expected an RFC 3339 time/],
+    ["state=running,gone", /state: expected running or paused, got "gone"/],
+    ["nextToken=bm9wZQ", /nextToken: "bm9wZQ" is not a token this API gave/],
+  ])("refuses %s with a clear 400", (q, message) => {
+    expect(() => setUp(older)(q)).toThrow(message);
+  });
+});
+
 describe("SandboxIndex", () => {
   it("wakes a waiter on the event that satisfies it, and times out otherwise", async () => {
     const index = new SandboxIndex();
@@ -292,6 +516,21 @@ describe("docs/gateway.md", () => {
       expect(doc).toMatch(
         new RegExp(`\\| \`${variable}\` +\\| \`?${def.replace(/[()]/g, "\\$&")}\`? +\\|`),
       );
+    }
+  });
+  it("lists every test the conformance tier leaves out, once, with a reason it explains", () => {
+    const doc = readFileSync(join(__dirname, "..", "..", "..", "docs", "gateway.md"), "utf8");
+    const skips = JSON.parse(
+      readFileSync(join(__dirname, "..", "..", "e2b", "skips.json"), "utf8"),
+    ) as Record<string, Record<string, string>>;
+    const rows = doc.split("\n").filter(l => /^\| (js|py) +\|/.test(l));
+    const listed = rows.map(l => l.split("|").map(c => c.trim()));
+    const expected = Object.entries(skips).flatMap(([suite, tests]) =>
+      Object.entries(tests).map(([name, reason]) => ["", suite, name, `\`${reason}\``, ""]),
+    );
+    expect(listed).toEqual(expected);
+    for (const reason of new Set(Object.values(skips).flatMap(t => Object.values(t)))) {
+      expect(doc).toMatch(new RegExp(`^\\| \`${reason}\` +\\| \\S`, "m"));
     }
   });
 });
