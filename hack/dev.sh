@@ -41,8 +41,14 @@ cat <<'JS'
   cat > demo.mjs <<'EOF'
   import { Sandbox } from "e2b";
   const sbx = await Sandbox.create("real"); // claimed from the real node's warm pool
-  console.log((await sbx.commands.run("uname -a; ls /workspace")).stdout);
-  console.log(await sbx.getInfo());
+  await sbx.files.write("app.py", "print(sum(range(10)))\n"); // in /home/user, as `user`
+  console.log((await sbx.commands.run("python app.py")).stdout);
+  const server = await sbx.commands.run("python -m http.server 8000", { background: true });
+  console.log((await sbx.commands.list()).map(p => p.cmd));
+  await server.kill();
+  const pty = await sbx.pty.create({ cols: 80, rows: 24, onData: d => process.stdout.write(d) });
+  await sbx.pty.sendInput(pty.pid, new TextEncoder().encode("uname -a; exit\n"));
+  await pty.wait();
   await sbx.kill();
   EOF
   node demo.mjs

@@ -9,4 +9,9 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import e2b" 2>/dev/nu
   python3 -m venv "$venv" >&2
   "$venv/bin/pip" install --quiet --disable-pip-version-check "e2b==$E2B_PY_VERSION" >&2
 fi
+# The runner of E2B's own Python tests (test/e2b/run.ts), at the versions they were run with.
+if ! "$venv/bin/python" -c "import pytest, pytest_asyncio, pytest_timeout" 2>/dev/null; then
+  "$venv/bin/pip" install --quiet --disable-pip-version-check \
+    pytest==9.2.0 pytest-asyncio==1.5.0 pytest-timeout==2.4.0 >&2
+fi
 echo "$venv/bin/python"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The whole test run: static checks, the module build, unit tests, then the integration tier on
-# the local control plane (started here, or reused when already up; stopped again if started here).
+# The whole test run: static checks, the module build, unit tests (TypeScript and podd's Go), then the integration tier
+# and the conformance tier (E2B's own SDK tests) on the local control plane (started here, or reused when already up;
+# stopped again if started here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 . hack/cluster/env.sh
@@ -22,6 +23,18 @@ test -s dist/pepr-module-cubepod.yaml
 step "unit tests"
 npx jest --selectProjects unit
 
+step "podd: gofmt, go vet, go test, generated code"
+(
+  cd podd
+  export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+  export GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build
+  unformatted=$(gofmt -l .)
+  [ -z "$unformatted" ] || { echo "not gofmt-formatted: $unformatted"; exit 1; }
+  go vet ./...
+  go test ./...
+)
+bash hack/podd-spec.sh --check
+
 was_up=0
 alive kube-apiserver && was_up=1
 cleanup() { [ "$was_up" = 1 ] || bash hack/cluster/down.sh >/dev/null 2>&1 || true; }
@@ -29,3 +42,6 @@ trap cleanup EXIT
 
 step "integration tests (real kube-apiserver, etcd, kwok; the module under pepr dev)"
 npx jest --selectProjects integration --runInBand
+
+step "conformance: E2B's own SDK tests, JS and Python's sync files, on the real node"
+npx tsx test/e2b/run.ts all --py-sync
