@@ -38,6 +38,7 @@ export const RERUN: Record<string, string> = {
   admission: "npm run bench -- admission",
   gateway: "npm run bench -- gateway",
   realNode: "npm run bench -- real",
+  sandbox: "npm run bench -- sandbox",
   scale: "npm run bench -- scale",
 };
 

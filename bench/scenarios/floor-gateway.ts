@@ -1,8 +1,8 @@
 /**
  * The least gateway, for the `gateway` benchmark: every POST makes a PodBox that claims from the
  * given pool, waits on one watch for the box's daemon URL, sends the daemon's `/init` once and
- * answers as the gateway does. No key, template, timeout, retry or cleanup: the steps E2B's create
- * needs and nothing else, with the benchmark's own client of the API server. The E2B SDK's create
+ * answers as the gateway does. No API key, template, timeout, retry or cleanup: the steps E2B's
+ * create needs (the daemon's control credential included) and nothing else, with the benchmark's own client of the API server. The E2B SDK's create
  * against it, against the same pool and daemons, is the least a gateway can add to a claim on
  * this machine. Run in a process of its own, as the gateway is.
  * Usage: tsx bench/scenarios/floor-gateway.ts <listen port> <namespace> <pool>; prints "ready".
@@ -12,9 +12,11 @@ import type { PodBox } from "../../capabilities/api/kinds";
 import { Kube, Obj, paths } from "../../hack/lib/kube";
 import { podBox } from "../../hack/lib/objects";
 import { newSandboxId, sandbox } from "../../gateway/e2b";
+import { CONTROL_HEADER, PoddControl } from "../../gateway/podd-control";
 
 const [listen, ns, pool] = process.argv.slice(2);
 const TOKEN = "0".repeat(64);
+const control = new PoddControl(TOKEN);
 const kube = new Kube();
 const running = new Map<string, Obj>();
 const waiting = new Map<string, (box: Obj) => void>();
@@ -30,7 +32,7 @@ const runs = (name: string) =>
     running.has(name) ? resolve(running.get(name)!) : waiting.set(name, resolve),
   );
 
-function init(url: string): Promise<void> {
+function init(url: string, credential: string): Promise<void> {
   return new Promise((resolve, reject) => {
     // A connection of its own: a kept one could be the daemon's closing one of an IP used again.
     const req = request(`${url}/init`, { method: "POST", agent: false }, res => {
@@ -39,6 +41,7 @@ function init(url: string): Promise<void> {
     });
     req.on("error", reject);
     req.setHeader("Content-Type", "application/json");
+    req.setHeader(CONTROL_HEADER, credential);
     req.end(
       JSON.stringify({ envVars: {}, accessToken: TOKEN, timestamp: new Date().toISOString() }),
     );
@@ -49,7 +52,7 @@ async function create(): Promise<string> {
   const name = newSandboxId();
   await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
   const box = await runs(name);
-  await init(box.status.poddURL);
+  await init(box.status.poddURL, control.credential(box as PodBox)!);
   return JSON.stringify(sandbox(box as PodBox, TOKEN, "cubepod.localhost"));
 }
 

@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { Agent, request } from "node:http";
 import { connect, Socket } from "node:net";
 import { spawn } from "node:child_process";
@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { Sandbox } from "e2b";
 import { ECHO_PORT } from "../../hack/lib/envd-stand-in";
 import { Kube, paths, ROOT } from "../../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { apiKeySecret, podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
@@ -82,11 +82,7 @@ export async function benchGateway(kube: Kube) {
   const ns = await kube.namespace("bench-gateway");
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const key = `e2b_${randomBytes(20).toString("hex")}`;
-  await kube.mustCreate(`/api/v1/namespaces/${ns}/secrets`, {
-    metadata: { name: "bench-agents" },
-    type: "pod.cubeplex.ai/api-key",
-    stringData: { sha256: createHash("sha256").update(key).digest("hex") },
-  });
+  await kube.mustCreate(paths.secrets(ns), apiKeySecret("bench-agents", key));
   // The daemons in a process of their own, as each sandbox's podd is: not in the measuring one.
   const standIn = await ownProcess(
     [join(ROOT, "hack", "cluster", "envd-stand-in.ts"), ns],

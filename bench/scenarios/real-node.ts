@@ -1,5 +1,6 @@
 import { Kube, Obj, paths } from "../../hack/lib/kube";
 import { isPodReady } from "../../capabilities/kit/pod-ready";
+import { PoddClient } from "../../hack/lib/podd-client";
 import { podBox, podTemplate, REAL_NODE_PLACEMENT, realTemplate } from "../../hack/lib/objects";
 import { results } from "../lib/results";
 import { now, stats } from "../lib/stats";
@@ -69,8 +70,7 @@ export async function benchRealNode(kube: Kube) {
         await phase(name, "Running");
       }),
     );
-    const ip = (await kube.get(box(name))).body.status.podIP;
-    await writeData(`http://${ip}:49983`);
+    await writeData(await PoddClient.open((await kube.get(box(name))).body));
     m.pause.push(
       await timed(() => patch(name, { desiredState: "Paused" }).then(() => phase(name, "Paused"))),
     );
@@ -158,9 +158,9 @@ function floorPod(name: string) {
   };
 }
 
-async function writeData(podd: string): Promise<void> {
+async function writeData(podd: PoddClient): Promise<void> {
   const form = new FormData();
   form.append("file", new Blob([Buffer.alloc(DATA_MIB << 20, 7)]), "/workspace/data.bin");
-  const r = await fetch(`${podd}/files?path=/workspace/data.bin`, { method: "POST", body: form });
+  const r = await podd.fetch("/files?path=/workspace/data.bin", { method: "POST", body: form });
   if (r.status !== 200) throw new Error(`writing the data: ${r.status} ${await r.text()}`);
 }
