@@ -1,3 +1,5 @@
+import { isCIDR } from "./api/common";
+
 /**
  * Every setting of the module, read from the environment once at start and validated: a bad value
  * stops the module with a message naming the variable, instead of turning into `NaN` somewhere.
@@ -35,8 +37,41 @@ export type Config = {
   reaperIntervalSeconds: number;
   metricsPort: number;
   metricsHost: string;
+  /**
+   * The gateway's public key (Ed25519, base64), which the webhook gives every sandbox's daemon
+   * to check the gateway's credentials with; unset, sandbox Pods are refused.
+   */
+  controlPublicKey?: string;
+  network: NetworkConfig;
   failpoint?: Failpoint;
 };
+
+/** How sandboxes are isolated on the network (capabilities/network). */
+export type NetworkConfig = {
+  /** The namespace whose gateway Pods may reach sandboxes. */
+  gatewayNamespace: string;
+  /** What a template's default egress never reaches: the cluster's own networks. */
+  clusterNetworks: string[];
+  /** Whether the cluster is declared to enforce NetworkPolicy. */
+  policyEnforced: boolean;
+};
+
+/**
+ * Networks no sandbox reaches by default: private and shared address space (the Pods, Services
+ * and nodes of most clusters), loopback, link-local (cloud metadata at 169.254.169.254), and
+ * their IPv6 counterparts.
+ */
+export const DEFAULT_CLUSTER_NETWORKS = [
+  "10.0.0.0/8",
+  "172.16.0.0/12",
+  "192.168.0.0/16",
+  "100.64.0.0/10",
+  "169.254.0.0/16",
+  "127.0.0.0/8",
+  "0.0.0.0/8",
+  "fc00::/7",
+  "fe80::/10",
+];
 
 type Env = Record<string, string | undefined>;
 
@@ -118,6 +153,10 @@ const INTS = {
 
 const METRICS_HOST = "CUBEPOD_METRICS_HOST";
 const FAILPOINT = "CUBEPOD_FAILPOINT";
+const CONTROL_PUBLIC_KEY = "CUBEPOD_CONTROL_PUBLIC_KEY";
+const CLUSTER_NETWORKS = "CUBEPOD_CLUSTER_NETWORKS";
+const GATEWAY_NAMESPACE = "CUBEPOD_GATEWAY_NAMESPACE";
+const NETWORK_POLICY = "CUBEPOD_NETWORK_POLICY";
 
 /** The settings as documented: every variable the module reads, with its default. */
 export const SETTINGS: Setting[] = [
@@ -130,6 +169,29 @@ export const SETTINGS: Setting[] = [
     variable: METRICS_HOST,
     default: "`0.0.0.0` in a cluster, `127.0.0.1` elsewhere",
     description: "the address `/metrics` and `/healthz` listen on",
+  },
+  {
+    variable: CONTROL_PUBLIC_KEY,
+    default: "unset (sandbox Pods are refused)",
+    description:
+      "the gateway's public key for sandbox daemons (Ed25519, 32 bytes in base64); the build puts it into the module's Deployments",
+  },
+  {
+    variable: CLUSTER_NETWORKS,
+    default: DEFAULT_CLUSTER_NETWORKS.join(","),
+    description:
+      "CIDRs (comma-separated) that a template's `Internet` egress excludes: the cluster's Pod, Service and node networks, the API server, cloud metadata",
+  },
+  {
+    variable: GATEWAY_NAMESPACE,
+    default: "pepr-system",
+    description: "the namespace of the gateway Pods, the only Pods sandboxes take traffic from",
+  },
+  {
+    variable: NETWORK_POLICY,
+    default: "unenforced",
+    description:
+      "`enforced` once the cluster's network plugin enforces NetworkPolicy; until then every template reports `NetworkIsolated=False`",
   },
   {
     variable: FAILPOINT,
@@ -196,10 +258,53 @@ export function loadConfig(env: Env = process.env): Config {
     metricsPort: v.metricsPort,
     metricsHost:
       env[METRICS_HOST]?.trim() || (env.KUBERNETES_SERVICE_HOST ? "0.0.0.0" : "127.0.0.1"),
+    controlPublicKey: parseControlKey(env[CONTROL_PUBLIC_KEY]?.trim(), problems),
+    network: {
+      gatewayNamespace: parseNamespace(env[GATEWAY_NAMESPACE]?.trim() || "pepr-system", problems),
+      clusterNetworks: parseCIDRs(env[CLUSTER_NETWORKS]?.trim(), problems),
+      policyEnforced: parseEnforcement(env[NETWORK_POLICY]?.trim(), problems),
+    },
     failpoint: parseFailpoint(env[FAILPOINT]?.trim(), problems),
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+function parseControlKey(raw: string | undefined, problems: string[]): string | undefined {
+  if (!raw) return undefined;
+  if (!/^[A-Za-z0-9+/]{43}=$/.test(raw) || Buffer.from(raw, "base64").length !== 32) {
+    problems.push(`${CONTROL_PUBLIC_KEY}: expected 32 bytes in base64, got ${JSON.stringify(raw)}`);
+    return undefined;
+  }
+  return raw;
+}
+
+function parseNamespace(raw: string, problems: string[]): string {
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw)) {
+    problems.push(`${GATEWAY_NAMESPACE}: expected a namespace name, got ${JSON.stringify(raw)}`);
+  }
+  return raw;
+}
+
+function parseCIDRs(raw: string | undefined, problems: string[]): string[] {
+  if (!raw) return DEFAULT_CLUSTER_NETWORKS;
+  const cidrs = raw.split(",").map(c => c.trim());
+  const bad = cidrs.filter(c => !isCIDR(c));
+  if (bad.length > 0) {
+    problems.push(
+      `${CLUSTER_NETWORKS}: expected CIDRs separated by commas, got ${JSON.stringify(bad.join(","))}`,
+    );
+  }
+  return cidrs;
+}
+
+function parseEnforcement(raw: string | undefined, problems: string[]): boolean {
+  if (!raw || raw === "unenforced") return false;
+  if (raw === "enforced") return true;
+  problems.push(
+    `${NETWORK_POLICY}: expected "enforced" or "unenforced", got ${JSON.stringify(raw)}`,
+  );
+  return false;
 }
 
 function parseFailpoint(raw: string | undefined, problems: string[]): Failpoint | undefined {

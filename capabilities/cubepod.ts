@@ -7,7 +7,15 @@ import {
   validateWarmPoolRequest,
 } from "./admission/validate";
 import { loadConfig } from "./config";
-import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE, LABEL_VOLUME_KEY } from "./manifests/labels";
+import {
+  LABEL_BOX,
+  LABEL_MANAGED_BY,
+  LABEL_POOL,
+  LABEL_TEMPLATE,
+  LABEL_VOLUME_KEY,
+  MANAGED_BY,
+} from "./manifests/labels";
+import { templateOfPolicy } from "./network/reconciler";
 import { Operator } from "./operator";
 
 /**
@@ -19,7 +27,7 @@ export const config = loadConfig();
 /** The reconcilers, claims and reaper; started from the module's entry (pepr.ts). */
 export const operator = new Operator(config);
 
-const injector = new SandboxPodInjector(operator.client);
+const injector = new SandboxPodInjector(operator.client, operator.network, config);
 
 /** The CubePod capability: admission for sandbox Pods and the three CubePod kinds. */
 export const CubePod = new Capability({
@@ -66,7 +74,23 @@ When(a.Pod)
   .WithLabel(LABEL_BOX)
   .Watch(async pod => operator.boxes.onPodEvent(pod, true));
 
-// A PodTemplate that appears or changes wakes the boxes and pools that use it.
+// The NetworkPolicies CubePod owns are applied again when someone changes or deletes them.
+When(a.NetworkPolicy)
+  .IsCreatedOrUpdated()
+  .WithLabel(LABEL_MANAGED_BY, MANAGED_BY)
+  .Watch(np => policyChanged(np));
+When(a.NetworkPolicy)
+  .IsDeleted()
+  .WithLabel(LABEL_MANAGED_BY, MANAGED_BY)
+  .Watch(np => policyChanged(np));
+
+function policyChanged(np: a.NetworkPolicy): void {
+  const { namespace, name, labels } = np.metadata ?? {};
+  operator.network.onPolicyEvent(namespace!, name!, templateOfPolicy(labels));
+}
+
+// A PodTemplate that appears or changes wakes the boxes and pools that use it, and its sandboxes'
+// NetworkPolicies follow it.
 When(CubePodTemplate)
   .IsCreatedOrUpdated()
   .Watch(tpl => operator.onTemplateEvent(tpl));

@@ -21,6 +21,7 @@ import {
   workqueueDepth,
 } from "./metrics/registry";
 import { startMetricsServer } from "./metrics/server";
+import { NetworkReconciler } from "./network/reconciler";
 import { PoolReconciler } from "./pool/reconciler";
 import { Reaper } from "./reaper/reaper";
 
@@ -38,8 +39,9 @@ export class Operator {
   readonly boxes: BoxReconciler;
   readonly pools: PoolReconciler;
   readonly reaper: Reaper;
+  readonly network: NetworkReconciler;
   readonly #failpoints: Failpoints;
-  readonly #queues: Record<"PodBox" | "PodWarmPool", WorkQueue>;
+  readonly #queues: Record<"PodBox" | "PodWarmPool" | "PodTemplate", WorkQueue>;
   readonly #watch = { connected: false, detail: "not started" };
 
   constructor(
@@ -83,13 +85,28 @@ export class Operator {
       events: new BoxEventRecorder(client, config, activity),
     });
     this.reaper = new Reaper(key => this.boxes.reconcileSoon(key));
-    this.#queues = { PodBox: boxQueue, PodWarmPool: poolQueue };
+    const networkQueue = new WorkQueue(key => this.network.reconcile(key), {
+      concurrency: 2,
+      baseDelayMs: 500,
+      maxDelayMs: 60_000,
+      onError: reportRetry("PodTemplate", "network"),
+    });
+    this.network = new NetworkReconciler({
+      client,
+      queue: networkQueue,
+      clock,
+      network: config.network,
+    });
+    this.#queues = { PodBox: boxQueue, PodWarmPool: poolQueue, PodTemplate: networkQueue };
   }
 
   /** A PodTemplate appeared, changed or went: its boxes look again, its pools replace stale standbys. */
   async onTemplateEvent(tpl: CubePodTemplate): Promise<void> {
+    // The echo of the template's own status write changes nothing a box or pool reads.
+    if (this.network.isEcho(tpl)) return;
     const namespace = tpl.metadata!.namespace!;
     const name = tpl.metadata!.name;
+    this.network.reconcileSoon(namespace, name!);
     this.boxes.wake("PodTemplate", namespace, name!);
     const [boxes, pools] = await Promise.all([
       this.client.list<PodBox>(paths.podBoxes(namespace)),

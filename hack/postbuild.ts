@@ -6,7 +6,8 @@
  *  - Pepr's own rules in the module's ClusterRole match what the module does (module-rbac.ts);
  *  - the provenance admission policy (provenance-policy.ts), for the module's ServiceAccount, is
  *    added to both;
- *  - the gateway (gateway-deployment.ts), bundled by build-module.sh, is added to both;
+ *  - the gateway (gateway-deployment.ts), bundled by build-module.sh, is added to both, and the
+ *    module's Deployments get the public key of its credentials for sandboxes' daemons;
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
  *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
  *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
@@ -24,6 +25,8 @@ import {
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
+import { addModuleEnv, addModuleEnvInChart } from "./module-env";
+import { PoddControl } from "../gateway/podd-control";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
 import {
   GATEWAY_VALUES,
@@ -62,7 +65,13 @@ const gateway = gatewayDeployment({
   replicas: GATEWAY_VALUES.replicas,
   domain: GATEWAY_VALUES.domain,
 });
-writeFileSync(moduleYaml, toYaml([...out, ...policy, ...gateway]));
+const moduleEnv = [
+  {
+    name: "CUBEPOD_CONTROL_PUBLIC_KEY",
+    value: new PoddControl(gatewayInput.tokenKey).publicKey,
+  },
+];
+writeFileSync(moduleYaml, toYaml([...addModuleEnv(out, name, moduleEnv), ...policy, ...gateway]));
 
 const chartTemplates = join(dist, `${uuid}-chart`, "templates");
 const files: Record<string, string> = {
@@ -72,6 +81,7 @@ const files: Record<string, string> = {
 writeFileSync(join(chartTemplates, "provenance-policy.yaml"), toYaml(policy));
 writeFileSync(join(chartTemplates, "gateway.yaml"), gatewayChartTemplate(gatewayInput));
 addGatewayValues(join(dist, `${uuid}-chart`));
+addModuleEnvInChart(join(dist, `${uuid}-chart`), moduleEnv);
 for (const d of out.filter(isWebhookConfiguration)) {
   const path = join(chartTemplates, files[d.kind as string]);
   if (!existsSync(path)) continue;

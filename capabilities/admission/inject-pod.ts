@@ -2,6 +2,8 @@ import type { a, PeprMutateRequest } from "pepr";
 import type { CubePodTemplate } from "../api/kinds";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
+import type { Config } from "../config";
+import type { NetworkReconciler } from "../network/reconciler";
 import { injectRuntime } from "../manifests/injection";
 import { LABEL_TEMPLATE, LABEL_TEMPLATE_HASH } from "../manifests/labels";
 import { validatePodTemplate } from "./rules";
@@ -15,7 +17,11 @@ export class SandboxPodInjector {
   /** Template specs by hash: a standby or box Pod built from a spec already read needs no GET. */
   readonly #templates = new TemplateSpecCache();
 
-  constructor(private readonly client: ApiClient) {}
+  constructor(
+    private readonly client: ApiClient,
+    private readonly network: NetworkReconciler,
+    private readonly config: Pick<Config, "controlPublicKey">,
+  ) {}
 
   /**
    * Throws, and so denies the Pod, when the template is missing or invalid: a sandbox Pod without
@@ -24,6 +30,13 @@ export class SandboxPodInjector {
    * before the template changed or went gets the version it was built from.
    */
   async inject(req: PeprMutateRequest<a.Pod>): Promise<void> {
+    const key = this.config.controlPublicKey;
+    if (!key) {
+      throw new Error(
+        "the CubePod module has no CUBEPOD_CONTROL_PUBLIC_KEY: its sandboxes' daemons could not " +
+          "tell the gateway from anyone else (install the module from its built manifest or chart)",
+      );
+    }
     const pod = req.Raw;
     const namespace = pod.metadata?.namespace || req.Request.namespace || "default";
     const templateName = pod.metadata?.labels?.[LABEL_TEMPLATE] ?? "";
@@ -31,7 +44,9 @@ export class SandboxPodInjector {
     const spec =
       this.#templates.get(namespace, templateName, hash) ??
       (await this.#readTemplate(namespace, templateName));
-    const injected = injectRuntime(pod, spec);
+    // The namespace's sandbox policy exists before the first sandbox Pod does.
+    await this.network.ensureNamespace(namespace);
+    const injected = injectRuntime(pod, spec, key);
     pod.spec = injected.spec;
     pod.metadata = { ...pod.metadata, annotations: injected.metadata?.annotations };
   }

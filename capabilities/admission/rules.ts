@@ -52,9 +52,6 @@ export function validatePodTemplate(spec: unknown): Verdict<PodTemplateSpec> {
   if (!parsed.ok) return parsed;
   const s = parsed.value;
   const errors: string[] = [];
-  if (s.egress?.enabled && !s.egress.image) {
-    errors.push("spec.egress.image: is required when spec.egress.enabled is true");
-  }
   if (s.mtls?.enabled) {
     for (const [path, user] of RESERVED_MOUNTS) {
       if (overlaps(s.mtls.mountPath, path)) {

@@ -1,8 +1,19 @@
 import type { PodTemplateSpec } from "../api/podtemplate";
 import type { ApiClient } from "../client/api-client";
 
-/** A right in the template's namespace: a verb on a core resource, on one name or on all. */
-export type Access = { verb: "get" | "create"; resource: "secrets" | "pods"; name?: string };
+/** A right in the template's namespace: a verb on a resource, on one name or on all. */
+export type Access = {
+  verb: "get" | "create";
+  resource: "secrets" | "pods" | "networkpolicies";
+  name?: string;
+};
+
+/** The API group of each resource a template lends rights on. */
+const GROUPS: Record<Access["resource"], string> = {
+  secrets: "",
+  pods: "",
+  networkpolicies: "networking.k8s.io",
+};
 
 /** Who asks, as the admission request names them. */
 export type Requester = {
@@ -16,7 +27,8 @@ export type Requester = {
  * The rights a user must hold to write a PodTemplate: the operator creates Pods from it (images
  * of the author's choosing) and mounts the Secrets it names into them, so writing a template must
  * not reach further than the author's own RBAC. mTLS mounts `<secretPrefix>-<pod>` for every Pod,
- * which can be any Secret with that prefix: it needs `get` on Secrets in general. Pure.
+ * which can be any Secret with that prefix: it needs `get` on Secrets in general. Egress to named
+ * CIDRs is a NetworkPolicy the operator writes for the author: it needs `create` on those. Pure.
  */
 export function accessNeeded(spec: PodTemplateSpec): Access[] {
   const needs: Access[] = [{ verb: "create", resource: "pods" }];
@@ -24,6 +36,9 @@ export function accessNeeded(spec: PodTemplateSpec): Access[] {
     needs.push({ verb: "get", resource: "secrets", name: spec.egress.secretName });
   }
   if (spec.mtls?.enabled) needs.push({ verb: "get", resource: "secrets" });
+  if (spec.network?.egressCIDRs?.length) {
+    needs.push({ verb: "create", resource: "networkpolicies" });
+  }
   return needs;
 }
 
@@ -55,7 +70,7 @@ export async function missingAccess(
           uid: who.uid,
           groups: who.groups,
           extra: who.extra,
-          resourceAttributes: { namespace, group: "", ...a },
+          resourceAttributes: { namespace, group: GROUPS[a.resource], ...a },
         },
       }),
     ),

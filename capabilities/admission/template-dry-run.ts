@@ -8,6 +8,8 @@ import { buildBoxPVCs } from "../manifests/pvcs";
 
 /** The name the dry-run objects are given: any valid name does, none is stored. */
 const PROBE = "cubepod-template-check";
+/** A public key's shape for the probe Pod: the dry run stores nothing, and runs no daemon. */
+const PROBE_KEY = Buffer.alloc(32).toString("base64");
 
 /**
  * What the API server would say of the Pod and PVCs a template makes, asked before the template
@@ -36,6 +38,7 @@ export async function dryRunErrors(
       workspacePVCName: volumes.workspace.metadata!.name!,
     }),
     spec,
+    PROBE_KEY,
   );
   // The RuntimeClass and Priority admission plugins run before the API's own validation and
   // refuse a class not created yet, which would hide every field error behind it.

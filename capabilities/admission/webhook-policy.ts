@@ -49,6 +49,7 @@ export const SCHEMA_CHECKED_BOX_FIELDS = [
   "onExpiry",
   "leaseExpiresAt",
   "expiresAt",
+  "egress",
 ] as const;
 
 /**

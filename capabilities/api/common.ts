@@ -1,3 +1,4 @@
+import { isIP } from "node:net";
 import { z } from "zod";
 import { QUANTITY_PATTERN, quantityValue } from "./quantity";
 
@@ -8,6 +9,8 @@ export const API_VERSION = `${GROUP}/${VERSION}`;
 
 /** The port podd (the in-sandbox daemon, E2B's envd) listens on unless the template says otherwise. */
 export const DEFAULT_ENVD_PORT = 49983;
+/** The account a sandbox's commands run as unless a call names one, as in E2B's templates. */
+export const DEFAULT_SANDBOX_USER = "user";
 
 /** An RFC 1123 label: the form of label values and of names used inside other names. */
 export const DNS_LABEL = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
@@ -72,6 +75,25 @@ export const image = () =>
   z.string().regex(/^\S+$/, {
     error: "must be a container image reference (not empty, no whitespace)",
   });
+
+/** An IPv4 or IPv6 CIDR, as NetworkPolicy's ipBlock takes it. */
+export function isCIDR(text: string): boolean {
+  const [address, bits, ...rest] = text.split("/");
+  if (rest.length > 0 || bits === undefined || !/^\d{1,3}$/.test(bits)) return false;
+  const family = isIP(address);
+  return family !== 0 && Number(bits) <= (family === 4 ? 32 : 128);
+}
+
+/** A CIDR: its shape in the CRD, and {@link isCIDR} at admission. */
+export const cidr = () =>
+  z
+    .string()
+    .max(49)
+    .regex(/^[0-9a-fA-F.:]+\/[0-9]{1,3}$/, {
+      error: "must be a CIDR such as 203.0.113.0/24",
+      abort: true,
+    })
+    .refine(isCIDR, { error: "must be a CIDR such as 203.0.113.0/24" });
 
 /**
  * The shape of the timestamps {@link timestamp} accepts, field by field, in a form the API

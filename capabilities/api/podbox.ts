@@ -46,6 +46,7 @@ export const IMMUTABLE_BOX_FIELDS = [
   "warmPoolRef",
   "forkFrom",
   "volumeKey",
+  "egress",
 ] as const;
 
 const shown = (obj: string, f: string) => `(has(${obj}.${f}) ? '"' + ${obj}.${f} + '"' : 'unset')`;
@@ -110,6 +111,10 @@ export const podBoxSpecSchema = z
       .enum(["Terminate", "Pause"])
       .optional()
       .meta({ description: "What expiresAt does: Terminate (unset) or Pause." }),
+    egress: z.enum(["None"]).optional().meta({
+      description:
+        "None: the box reaches nothing on the network, whatever its template allows (E2B's allowInternetAccess: false).",
+    }),
     volumeReclaimPolicy: z
       .enum(["Delete", "Retain"])
       .default("Delete")
@@ -121,6 +126,10 @@ export const podBoxStatusSchema = z.object({
   phase: z.enum(PHASES).optional(),
   podName: z.string().optional(),
   podIP: z.string().optional(),
+  podUID: z.string().optional().meta({
+    description:
+      "The UID of the box's running Pod: the gateway's credential for its daemon names it.",
+  }),
   poddURL: z.string().optional(),
   rootfsPVCName: z.string().optional(),
   workspacePVCName: z.string().optional(),

@@ -1,6 +1,9 @@
 import { z } from "zod";
 import {
+  cidr,
+  conditionSchema,
   DEFAULT_ENVD_PORT,
+  DEFAULT_SANDBOX_USER,
   envVarSchema,
   image,
   objectName,
@@ -20,7 +23,10 @@ const volumeSize = (dflt: string) => z.object({ size: size().default(dflt) });
 export const egressSchema = z
   .object({
     enabled: z.boolean().default(false),
-    image: image().optional().meta({ description: "Egress proxy sidecar image." }),
+    image: image().optional().meta({
+      description:
+        "Egress proxy sidecar image; unset: CubePod's own (cubepod-egress, from the podd injector image). Its sockets must carry CUBEPOD_EGRESS_MARK to get out.",
+    }),
     allowHosts: z
       .array(z.string().min(1, { error: "must not be empty" }))
       .optional()
@@ -30,7 +36,26 @@ export const egressSchema = z
       .meta({ description: "Secret with the proxy's upstream credentials, mounted read-only." }),
     port: z.int().min(1).max(65535).default(15001),
   })
-  .meta({ description: "The egress sidecar through which all sandbox traffic leaves." });
+  .meta({
+    description:
+      "The egress sidecar: the only way out of the Pod; the sandbox container's own traffic is refused.",
+  });
+
+export const networkSchema = z
+  .object({
+    egress: z.enum(["Internet", "None"]).default("Internet").meta({
+      description:
+        "What the sandboxes reach: Internet (the cluster's DNS and every address outside the cluster's own networks) or None (nothing).",
+    }),
+    egressCIDRs: z.array(cidr()).max(64).optional().meta({
+      description:
+        "Also reachable, whatever egress says, even inside the cluster's networks; the template's author must be allowed to create NetworkPolicies.",
+    }),
+  })
+  .meta({
+    description:
+      "The sandboxes' network: they take traffic from the CubePod gateway only, and reach what this allows.",
+  });
 
 export const mtlsSchema = z
   .object({
@@ -92,9 +117,18 @@ export const podTemplateSpecSchema = z.object({
   workspace: volumeSize(DEFAULT_WORKSPACE_SIZE).default({ size: DEFAULT_WORKSPACE_SIZE }),
   poddInjectorImage: image().default(DEFAULT_PODD_INJECTOR_IMAGE),
   envdPort: z.int().min(1).max(65535).default(DEFAULT_ENVD_PORT),
+  user: z
+    .string()
+    .regex(/^[a-z_][a-z0-9_-]{0,31}$/, { error: "must be a POSIX user name such as user" })
+    .default(DEFAULT_SANDBOX_USER)
+    .meta({
+      description:
+        "The image's account that commands and file writes run as when a call names none (E2B's default user); it must exist in the image.",
+    }),
   resources: resourcesSchema.optional(),
   env: z.array(envVarSchema).optional(),
   egress: egressSchema.optional(),
+  network: networkSchema.default({ egress: "Internet" }),
   mtls: mtlsSchema.optional(),
   ...schedulingFields,
   forkStrategy: z
@@ -109,6 +143,7 @@ export const podTemplateSpecSchema = z.object({
 
 export const podTemplateStatusSchema = z.object({
   observedGeneration: z.int().min(0).optional(),
+  conditions: z.array(conditionSchema).optional(),
 });
 
 /** PodTemplate spec after defaults (what the API server stores). */

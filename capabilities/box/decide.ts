@@ -1,7 +1,7 @@
 import { DEFAULT_ENVD_PORT } from "../api/common";
 import { PROBLEM_REASONS } from "../api/podbox";
 import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
-import { buildBoxPod } from "../manifests/pod";
+import { buildBoxPod, egressLabels } from "../manifests/pod";
 import { buildBoxPVCs } from "../manifests/pvcs";
 import { buildCopyPod, CopyPodInput } from "../manifests/copy-pod";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
@@ -32,6 +32,7 @@ type Outcome = {
   message: string;
   podName?: string;
   podIP?: string;
+  podUID?: string;
   rootfsPVCName?: string;
   workspacePVCName?: string;
   rootfsGeneration?: number;
@@ -66,7 +67,7 @@ export function readsFromCache(box: {
  */
 export function decideBox(o: BoxObservation): BoxPlan {
   if (o.box.deleting) return teardown(o, "Deleting");
-  const effective = effectiveState(activityOf(o), Date.parse(o.now));
+  const effective = effectiveState(activityOf(o), o.nowMs ?? Date.parse(o.now));
   if (effective.desired === "Terminated") {
     const reason = effective.reason;
     return teardown(o, reason === "LeaseExpired" || reason === "Expired" ? reason : "Terminated");
@@ -307,6 +308,7 @@ function run(o: BoxObservation): BoxPlan {
         rootfsPVCName: rootfsName,
         workspacePVCName: workspaceName,
         owner: boxOwner(o),
+        labels: egressLabels(box.spec),
       }),
     });
   }
@@ -556,6 +558,7 @@ function runningFields(
     phase: "Running" as const,
     podName: pod.name,
     podIP: pod.podIP,
+    podUID: pod.uid,
     ...volumes,
     rootfsGeneration: generation,
   };
@@ -622,6 +625,7 @@ function plan(
     phase: out.phase,
     podName: out.podName,
     podIP: out.podIP,
+    podUID: out.podUID,
     poddURL,
     rootfsPVCName: out.rootfsPVCName,
     workspacePVCName: out.workspacePVCName,

@@ -102,6 +102,7 @@ export async function observeBox(
     parent,
     ...(conflict ? { conflict } : {}),
     now: kubeTime(now),
+    nowMs: now.getTime(),
   };
 }
 
@@ -150,6 +151,7 @@ export function observedPod(p: kind.Pod): ObservedPod {
     p.spec?.volumes?.find(v => v.name === n)?.persistentVolumeClaim?.claimName ?? claims[0];
   return {
     name: p.metadata!.name!,
+    uid: p.metadata?.uid,
     phase: p.status?.phase,
     podIP: p.status?.podIP,
     ready: isPodReady(p),

@@ -197,7 +197,7 @@ export class BoxReconciler {
     const now = kubeTime(this.deps.clock());
     // The fields of a Pod that is not there go (sent as null by the status patch).
     const kept = Object.fromEntries(
-      Object.entries(prev).filter(([k]) => !["podName", "podIP", "poddURL"].includes(k)),
+      Object.entries(prev).filter(([k]) => !["podName", "podIP", "podUID", "poddURL"].includes(k)),
     );
     const status: PodBoxStatus = {
       ...kept,

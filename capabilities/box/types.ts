@@ -5,6 +5,7 @@ import type { TemplateRef } from "../manifests/types";
 /** A sandbox Pod as the decisions need it. */
 export type ObservedPod = {
   name: string;
+  uid?: string;
   phase?: string;
   podIP?: string;
   ready: boolean;
@@ -75,8 +76,13 @@ export type BoxObservation = {
   parent?: ObservedParent;
   /** A name the box needs that another object holds (see {@link NameConflict}). */
   conflict?: NameConflict;
-  /** The time of the observation (RFC 3339), for conditions. */
+  /** The time of the observation (RFC 3339, whole seconds), for conditions. */
   now: string;
+  /**
+   * The same moment in epoch ms (else `now`'s): the reaper's rules decide by it, since the
+   * reaper hands a box over the moment its deadline passes, within the second `now` rounds off.
+   */
+  nowMs?: number;
 };
 
 /** An object a waiting box waits for: a watch event of it wakes the box. */

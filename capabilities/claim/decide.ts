@@ -34,6 +34,9 @@ export function claimPatch(box: PodBox, s: Standby): object[] {
  * True for a box that may claim a standby: new, meant to run, nothing of its own to keep. A box
  * with the cleanup finalizer but no status has begun a cold start (the reconciler adds it before
  * creating anything; a claim adds it only after the box status), so it must not claim any more.
+ * Nor does a box with `egress: None`: a standby runs with its template's egress, and a Pod's new
+ * label takes the NetworkPolicy implementation a moment to apply, in which the box's code could
+ * already reach the network; its own Pod carries the label from the start.
  */
 export function mayClaim(box: PodBox): boolean {
   const spec = box.spec;
@@ -41,6 +44,7 @@ export function mayClaim(box: PodBox): boolean {
     spec?.warmPoolRef &&
       !spec.forkFrom &&
       !spec.volumeKey &&
+      spec.egress !== "None" &&
       (spec.desiredState ?? "Running") === "Running" &&
       (spec.rootfsGeneration ?? 1) === 1 &&
       !box.status?.phase &&
@@ -67,6 +71,7 @@ export function claimedStatus(
     phase: "Running",
     podName: s.name,
     podIP: s.podIP,
+    podUID: s.uid,
     poddURL: `http://${s.podIP}:${template?.envdPort || DEFAULT_ENVD_PORT}`,
     rootfsPVCName: s.rootfsPVCName,
     workspacePVCName: s.workspacePVCName,

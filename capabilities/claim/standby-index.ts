@@ -12,6 +12,7 @@ export type Standby = {
   pool: string;
   name: string;
   resourceVersion: string;
+  uid: string;
   podIP: string;
   templateHash?: string;
   rootfsPVCName: string;
@@ -76,6 +77,7 @@ export class StandbyIndex {
       pool,
       name,
       resourceVersion: meta.resourceVersion ?? "",
+      uid: meta.uid ?? "",
       podIP: pod.status!.podIP!,
       templateHash: meta.labels?.[LABEL_TEMPLATE_HASH],
       rootfsPVCName: claim("rootfs"),

@@ -147,11 +147,14 @@ export class ApiClient {
     return this.request<T>("PATCH", `${path}/status`, { status }, "application/merge-patch+json");
   }
 
-  /** A server-side apply of `obj` by the field manager `cubepod`. */
-  apply<T>(path: string, obj: object): Promise<T> {
+  /**
+   * A server-side apply of `obj` by the field manager `cubepod`; `force` takes over the fields
+   * another manager changed (of an object only CubePod owns).
+   */
+  apply<T>(path: string, obj: object, { force = false } = {}): Promise<T> {
     return this.request<T>(
       "PATCH",
-      `${path}?fieldManager=${USER_AGENT}`,
+      `${path}?fieldManager=${USER_AGENT}${force ? "&force=true" : ""}`,
       obj,
       "application/apply-patch+yaml",
     );

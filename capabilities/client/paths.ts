@@ -16,4 +16,5 @@ export const paths = {
   podBoxes: path(GROUP, "podboxes"),
   podWarmPools: path(GROUP, "podwarmpools"),
   podTemplates: path(GROUP, "podtemplates"),
+  networkPolicies: path("/apis/networking.k8s.io/v1", "networkpolicies"),
 };

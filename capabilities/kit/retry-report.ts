@@ -3,7 +3,10 @@ import { reconcileErrors } from "../metrics/registry";
 import { describeError } from "./api-errors";
 
 /** The queue's onError for a kind: counts the failure and logs the retry to come. */
-export function reportRetry(kind: "PodBox" | "PodWarmPool", field: "box" | "pool") {
+export function reportRetry(
+  kind: "PodBox" | "PodWarmPool" | "PodTemplate",
+  field: "box" | "pool" | "network",
+) {
   return (key: string, error: unknown, attempt: number, retryInMs: number): void => {
     reconcileErrors.inc({ kind, permanent: "false" });
     Log.warn(

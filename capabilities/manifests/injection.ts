@@ -2,6 +2,7 @@ import type {
   V1Container,
   V1EnvVar,
   V1Pod,
+  V1PodSpec,
   V1Volume,
   V1VolumeMount,
 } from "@kubernetes/client-node";
@@ -12,6 +13,10 @@ import { PODD_BIN_DIR, SANDBOX_CONTAINER } from "./pod";
 
 export const INSTALLER_CONTAINER = "podd-installer";
 export const EGRESS_CONTAINER = "egress";
+export const EGRESS_ISOLATE_CONTAINER = "egress-isolate";
+/** The mark of the sidecar's sockets, the only ones the Pod's rules let out (podd/egress). */
+export const EGRESS_MARK = "0x4350";
+const EGRESS_PROGRAM = `${PODD_BIN_DIR}/cubepod-egress`;
 export const BIN_VOLUME = "cubepod-bin";
 export const MTLS_VOLUME = "cubepod-mtls";
 export const EGRESS_SECRET_VOLUME = "cubepod-egress";
@@ -21,8 +26,12 @@ export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
 
 /**
  * Injects the CubePod runtime into a sandbox Pod, given its PodTemplate: the podd-installer init
- * container copying podd-init and podd into an emptyDir mounted at /opt/cubepod/bin, the egress
- * sidecar when enabled, and the per-pod mTLS Secret. Returns a new Pod; the input is not changed.
+ * container copying podd-init and podd into an emptyDir mounted at /opt/cubepod/bin, what podd
+ * checks the gateway's credentials against (the gateway's public key and the Pod's own UID), the
+ * egress sidecar when enabled, and the per-pod mTLS Secret. The sandbox container loses NET_RAW:
+ * with it, its code could forge packets on the node's bridge or watch other Pods' traffic. No
+ * container keeps a service account token: sandboxed code would act as the account.
+ * Returns a new Pod; the input is not changed.
  *
  * Idempotent: every injected item is upserted by name, so injecting twice equals injecting once,
  * and a Pod declared in Git with some of these items already present ends up the same as one
@@ -32,7 +41,7 @@ export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
  * Deployment's and Job's Pods): its Secret is named after the Pod, and all such Pods would share
  * one Secret whose name is not even valid.
  */
-export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec): V1Pod {
+export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey: string): V1Pod {
   const out: V1Pod = structuredClone(pod);
   const spec = (out.spec ??= { containers: [] });
   const podName = out.metadata?.labels?.[LABEL_BOX] ?? out.metadata?.name ?? "";
@@ -41,7 +50,10 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec): V1Pod {
   const mainMounts: V1VolumeMount[] = [
     { name: BIN_VOLUME, mountPath: PODD_BIN_DIR, readOnly: true },
   ];
-  const mainEnv: V1EnvVar[] = [];
+  const mainEnv: V1EnvVar[] = [
+    { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: controlPublicKey },
+    { name: "CUBEPOD_POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
+  ];
 
   if (tpl.mtls?.enabled) {
     if (!podName) {
@@ -74,6 +86,7 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec): V1Pod {
     }
   }
 
+  withoutServiceAccountToken(spec);
   spec.volumes = upsertAll(spec.volumes ?? [], volumes);
   spec.initContainers = upsertAll(spec.initContainers ?? [], [
     {
@@ -82,16 +95,22 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec): V1Pod {
       command: ["cp", `${PODD_BIN_DIR}/podd-init`, `${PODD_BIN_DIR}/podd`, `${INSTALLER_TARGET}/`],
       volumeMounts: [{ name: BIN_VOLUME, mountPath: INSTALLER_TARGET }],
     },
+    ...(egress ? [egressIsolation(tpl.poddInjectorImage)] : []),
   ]);
 
   const main = spec.containers.find(c => c.name === SANDBOX_CONTAINER) ?? spec.containers[0];
   if (main) {
     main.volumeMounts = upsertAll(main.volumeMounts ?? [], mainMounts);
     main.env = upsertAll(main.env ?? [], mainEnv);
+    const caps = main.securityContext?.capabilities;
+    main.securityContext = {
+      ...main.securityContext,
+      capabilities: { ...caps, drop: [...new Set([...(caps?.drop ?? []), "NET_RAW"])] },
+    };
   }
 
   if (egress) {
-    spec.containers = upsertAll(spec.containers, [egressSidecar(egress)]);
+    spec.containers = upsertAll(spec.containers, [egressSidecar(egress, tpl.poddInjectorImage)]);
   }
 
   out.metadata = out.metadata ?? {};
@@ -99,14 +118,65 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec): V1Pod {
   return out;
 }
 
-function egressSidecar(egress: NonNullable<PodTemplateSpec["egress"]>): V1Container {
+/**
+ * No token of the Pod's service account: a hand-declared sandbox Pod gets one from the API
+ * server's ServiceAccount admission before any webhook sees it, so its volume (a projection
+ * with a serviceAccountToken source) is removed with its mounts, and none is added again.
+ */
+function withoutServiceAccountToken(spec: V1PodSpec): void {
+  spec.automountServiceAccountToken = false;
+  const tokens = new Set(
+    (spec.volumes ?? [])
+      .filter(v => v.projected?.sources?.some(s => s.serviceAccountToken))
+      .map(v => v.name),
+  );
+  if (tokens.size === 0) return;
+  spec.volumes = spec.volumes!.filter(v => !tokens.has(v.name));
+  for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
+    if (c.volumeMounts) c.volumeMounts = c.volumeMounts.filter(m => !tokens.has(m.name));
+  }
+}
+
+/**
+ * The init container that writes the Pod's egress rules (podd/egress): only the sidecar's marked
+ * sockets leave the Pod. It alone holds CAP_NET_ADMIN, and only before the sandbox starts.
+ */
+function egressIsolation(injectorImage: string): V1Container {
+  return {
+    name: EGRESS_ISOLATE_CONTAINER,
+    image: injectorImage,
+    command: [EGRESS_PROGRAM, "isolate"],
+    env: [{ name: "CUBEPOD_EGRESS_MARK", value: EGRESS_MARK }],
+    securityContext: {
+      runAsUser: 0,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"], add: ["NET_ADMIN"] },
+    },
+  };
+}
+
+/**
+ * The egress sidecar: the template's proxy image, or CubePod's own. CAP_NET_RAW is what lets it
+ * mark its sockets (SO_MARK); it gets nothing else.
+ */
+function egressSidecar(
+  egress: NonNullable<PodTemplateSpec["egress"]>,
+  injectorImage: string,
+): V1Container {
+  const own = !egress.image;
   return {
     name: EGRESS_CONTAINER,
-    // Validation guarantees an image whenever egress is enabled.
-    image: egress.image ?? "",
+    image: egress.image ?? injectorImage,
+    ...(own ? { command: [EGRESS_PROGRAM, "proxy"] } : {}),
     ports: [{ name: "egress", containerPort: egress.port, protocol: "TCP" }],
+    securityContext: {
+      ...(own ? { runAsUser: 0 } : {}),
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"], add: ["NET_RAW"] },
+    },
     env: [
       { name: "CUBEPOD_EGRESS_PORT", value: String(egress.port) },
+      { name: "CUBEPOD_EGRESS_MARK", value: EGRESS_MARK },
       { name: "CUBEPOD_EGRESS_ALLOW_HOSTS", value: (egress.allowHosts ?? []).join(",") },
       ...(egress.secretName
         ? [{ name: "CUBEPOD_EGRESS_SECRET_DIR", value: EGRESS_SECRET_MOUNT }]

@@ -32,6 +32,18 @@ export const LABEL_POD_ROLE = `${GROUP}/pod-role`;
 /** On a Pod: set by the mutate webhook once the runtime was injected. */
 export const ANNOTATION_INJECTED = `${GROUP}/injected`;
 
+/**
+ * On a sandbox Pod whose box says `egress: None`: the template's egress policy does not select
+ * it, so it reaches nothing.
+ */
+export const LABEL_EGRESS = `${GROUP}/egress`;
+export const EGRESS_NONE = "none";
+/** The gateway's Pods: the only ones sandboxes take traffic from (hack/gateway-deployment.ts). */
+export const GATEWAY_POD_LABELS = {
+  "app.kubernetes.io/name": "cubepod",
+  "app.kubernetes.io/component": "gateway",
+};
+
 export type VolumeRole = "rootfs" | "workspace";
 
 /**

@@ -1,6 +1,9 @@
 import type { V1Container, V1EnvVar, V1Pod, V1PodSpec } from "@kubernetes/client-node";
+import type { PodBoxSpec } from "../api/podbox";
 import {
+  EGRESS_NONE,
   LABEL_BOX,
+  LABEL_EGRESS,
   LABEL_MANAGED_BY,
   LABEL_TEMPLATE,
   LABEL_TEMPLATE_HASH,
@@ -111,6 +114,14 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
       ],
     },
   };
+}
+
+/**
+ * The labels a box's own network settings put on its Pod: with `egress: None`, the one that
+ * keeps its template's egress policy off it (network/decide.ts).
+ */
+export function egressLabels(spec: Pick<PodBoxSpec, "egress">): Record<string, string> | undefined {
+  return spec.egress === "None" ? { [LABEL_EGRESS]: EGRESS_NONE } : undefined;
 }
 
 /**

@@ -3,10 +3,12 @@ import type { PodTemplateSpec } from "../api/podtemplate";
 
 /**
  * A short, stable hash of a template's spec (keys sorted, defaults applied). Standbys carry it as
- * a label; a standby whose hash differs from its template's is stale and gets replaced.
+ * a label; a standby whose hash differs from its template's is stale and gets replaced. The
+ * network settings are left out: they are NetworkPolicies, and change no Pod.
  */
 export function templateHash(spec: PodTemplateSpec): string {
-  return createHash("sha256").update(stableJSON(spec)).digest("hex").slice(0, 10);
+  const pods = { ...spec, network: undefined };
+  return createHash("sha256").update(stableJSON(pods)).digest("hex").slice(0, 10);
 }
 
 function stableJSON(v: unknown): string {

@@ -19,6 +19,8 @@ start)
   # A module killed earlier may have left webhooks pointing at nothing.
   webhooks_gone
   rm -f "$LOGS/module.log"
+  gateway_token_key >/dev/null
+  eval "$(npx tsx "$here/module-env.ts" "$GATEWAY_TOKEN_KEY_FILE")"
   LOG_LEVEL=${LOG_LEVEL:-info} start module npx pepr dev --host localhost --yes
   ready() {
     kubectl get mutatingwebhookconfiguration "$MODULE_NAME" >/dev/null 2>&1 &&

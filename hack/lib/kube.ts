@@ -86,6 +86,9 @@ export class Kube {
           headers: {
             "Content-Type": contentType,
             Accept: "application/json",
+            // Not chunked: the API server answers the next request on the connection of a
+            // chunked DELETE with 400.
+            ...(data !== undefined ? { "Content-Length": Buffer.byteLength(data) } : {}),
             ...(this.impersonate
               ? {
                   "Impersonate-User": this.impersonate.user,
@@ -194,8 +197,9 @@ export class Kube {
 
   /**
    * Resolves with the object at `path` (a single object's path) once `predicate` holds for it,
-   * reading it once and then following a watch from that resourceVersion. Rejects after
-   * `timeoutMs` with the last state seen, so a failing test says where the object got stuck.
+   * listing it once (by name) and then following a watch from the list's resourceVersion: the
+   * object's own may be older than the API server's watch window. Rejects after `timeoutMs` with
+   * the last state seen, so a failing test says where the object got stuck.
    */
   async waitFor(
     path: string,
@@ -205,15 +209,14 @@ export class Kube {
     const slash = path.lastIndexOf("/");
     const collection = path.slice(0, slash);
     const name = path.slice(slash + 1);
-    const first = await this.get(path);
-    let last: Obj | undefined = first.status === 200 ? first.body : undefined;
+    const query = `${collection}?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`;
+    const first = await this.get(query);
+    if (first.status !== 200)
+      throw new Error(`GET ${query}: ${first.status} ${first.body.message}`);
+    let last: Obj | undefined = first.body.items[0];
     if (predicate(last)) return last;
-    const rv =
-      first.status === 200
-        ? first.body.metadata.resourceVersion
-        : (await this.get(collection)).body.metadata.resourceVersion;
+    const rv = first.body.metadata.resourceVersion;
     return new Promise((resolve, reject) => {
-      const query = `${collection}?fieldSelector=${encodeURIComponent(`metadata.name=${name}`)}`;
       const stop = this.watchCollection(
         query,
         (type, o) => {
@@ -294,6 +297,9 @@ export const paths = {
   pods: (ns: string, name = "") => `/api/v1/namespaces/${ns}/pods${name && `/${name}`}`,
   pvcs: (ns: string, name = "") =>
     `/api/v1/namespaces/${ns}/persistentvolumeclaims${name && `/${name}`}`,
+  secrets: (ns: string, name = "") => `/api/v1/namespaces/${ns}/secrets${name && `/${name}`}`,
+  networkpolicies: (ns: string, name = "") =>
+    `/apis/networking.k8s.io/v1/namespaces/${ns}/networkpolicies${name && `/${name}`}`,
 };
 
 /** Runs one of the cluster scripts (hack/cluster/*.sh) and returns its output. */

@@ -1,3 +1,4 @@
+import { createHash } from "node:crypto";
 import { validatePodTemplate } from "../../capabilities/admission/rules";
 import { templateHash } from "../../capabilities/manifests/template-hash";
 
@@ -43,4 +44,13 @@ export function templateHashOf(spec: object): string {
 
 export function podBox(name: string, spec: object) {
   return { apiVersion: "pod.cubeplex.ai/v1alpha1", kind: "PodBox", metadata: { name }, spec };
+}
+
+/** A gateway API key as its tenant stores it: a Secret of the key type holding the key's SHA-256. */
+export function apiKeySecret(name: string, key: string) {
+  return {
+    metadata: { name },
+    type: "pod.cubeplex.ai/api-key",
+    stringData: { sha256: createHash("sha256").update(key).digest("hex") },
+  };
 }

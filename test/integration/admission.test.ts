@@ -84,12 +84,6 @@ const CREATE_DENIALS: [string, string, object, string][] = [
   ],
   [
     "PodTemplate",
-    "no-egress-image",
-    { image: "py:3", egress: { enabled: true } },
-    "spec.egress.image: is required when spec.egress.enabled is true",
-  ],
-  [
-    "PodTemplate",
     "negative-disk",
     { image: "py:3", rootfs: { size: "-10Gi" } },
     "spec.rootfs.size: must be above 0",

@@ -1,8 +1,9 @@
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdtempSync, writeFileSync } from "node:fs";
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { stringify } from "yaml";
+import { parse, stringify } from "yaml";
+import { localModuleEnv } from "../../hack/cluster/module-env";
 import { BIN_DIR, cluster, Kube, KUBECONFIG, paths, ROOT } from "../../hack/lib/kube";
 import { REAL_NODE_PLACEMENT } from "../../hack/lib/objects";
 
@@ -23,7 +24,8 @@ const run = (cmd: string, args: string[], input?: string) =>
  * generated Helm chart rendered with values that place its Pods on the real node, applied as a
  * GitOps tool applies a chart (server-side), and waited for: every Deployment available, the
  * webhooks answering through their Service. The module then runs on the controller image built
- * for the node, as its own ServiceAccount with the chart's RBAC.
+ * for the node, as its own ServiceAccount with the chart's RBAC, told of the local networks and
+ * of the cluster's NetworkPolicy enforcement as an installer tells it, by the chart's values.
  */
 export async function deployModule(kube: Kube): Promise<void> {
   const chart = join(ROOT, "dist", "cubepod-chart");
@@ -31,11 +33,18 @@ export async function deployModule(kube: Kube): Promise<void> {
   cluster("module", "stop");
   const dir = mkdtempSync(join(tmpdir(), "cubepod-chart-"));
   const values = join(dir, "values.yaml");
+  const defaults = parse(readFileSync(join(chart, "values.yaml"), "utf8"));
+  const { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY } = localModuleEnv("unused-key");
+  const local = { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY };
+  const env = (part: "admission" | "watcher") => [
+    ...defaults[part].env,
+    ...Object.entries(local).map(([name, value]) => ({ name, value })),
+  ];
   writeFileSync(
     values,
     stringify({
-      admission: REAL_NODE_PLACEMENT,
-      watcher: REAL_NODE_PLACEMENT,
+      admission: { ...REAL_NODE_PLACEMENT, env: env("admission") },
+      watcher: { ...REAL_NODE_PLACEMENT, env: env("watcher") },
       gateway: { ...REAL_NODE_PLACEMENT, replicas: 1 },
     }),
   );
@@ -71,6 +80,14 @@ export async function deployModule(kube: Kube): Promise<void> {
     await new Promise(r => setTimeout(r, 1000));
   }
   throw new Error("the deployed module's webhooks never answered through their Service");
+}
+
+/** The deployed gateway's token key, from its Secret. */
+export async function deployedTokenKey(kube: Kube): Promise<string> {
+  const secret = await kube.get(
+    `/api/v1/namespaces/${MODULE_NAMESPACE}/secrets/cubepod-gateway-token-key`,
+  );
+  return Buffer.from(secret.body.data.key, "base64").toString();
 }
 
 /** Removes what the chart runs, and brings `pepr dev` (and the local policies) back. */

@@ -42,9 +42,12 @@ describe("the mutating webhook, called by the API server", () => {
       pod("hand-made", { "pod.cubeplex.ai/template": "with-egress" }),
     );
     const spec = created.spec as Obj;
-    expect(names(spec.initContainers)).toEqual(["podd-installer"]);
+    expect(names(spec.initContainers)).toEqual(["podd-installer", "egress-isolate"]);
     expect(spec.initContainers[0].image).toBe("ghcr.io/cubeplex/podd-injector:v0.1.0");
     expect(names(spec.containers)).toEqual(["sandbox", "egress"]);
+    // The token the API server's ServiceAccount plugin mounted is gone again.
+    expect(spec.automountServiceAccountToken).toBe(false);
+    expect(names(spec.volumes).filter((n: string) => n.startsWith("kube-api-access"))).toEqual([]);
     expect(spec.containers[1].image).toBe("proxy:1");
     expect(spec.volumes).toContainEqual({ name: "cubepod-bin", emptyDir: {} });
     expect(spec.volumes).toContainEqual(

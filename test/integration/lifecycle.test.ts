@@ -33,6 +33,7 @@ describe("PodBox lifecycle, observed in the API server", () => {
     expect(box.status).toMatchObject({
       podName: "main",
       podIP: pod.status.podIP,
+      podUID: pod.metadata.uid,
       poddURL: `http://${pod.status.podIP}:49983`,
       rootfsPVCName: "main-rootfs-g1",
       workspacePVCName: "main-workspace",
@@ -46,7 +47,10 @@ describe("PodBox lifecycle, observed in the API server", () => {
       observedGeneration: 1,
     });
     // The Pod went through admission like any sandbox Pod, and belongs to the box.
-    expect(pod.spec.initContainers.map((c: Obj) => c.name)).toEqual(["podd-installer"]);
+    expect(pod.spec.initContainers.map((c: Obj) => c.name)).toEqual([
+      "podd-installer",
+      "egress-isolate",
+    ]);
     expect(pod.spec.containers.map((c: Obj) => c.name)).toEqual(["sandbox", "egress"]);
     expect(pod.metadata.ownerReferences).toEqual([
       expect.objectContaining({

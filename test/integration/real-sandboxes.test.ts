@@ -3,8 +3,15 @@ import { readdirSync, readFileSync } from "node:fs";
 import { auditEvents } from "../../hack/lib/audit";
 import { Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
 import { podTemplate, realTemplate } from "../../hack/lib/objects";
-import { DEPLOYMENTS, deployModule, MODULE_NAMESPACE, undeployModule } from "./deployed-module";
+import {
+  DEPLOYMENTS,
+  deployedTokenKey,
+  deployModule,
+  MODULE_NAMESPACE,
+  undeployModule,
+} from "./deployed-module";
 import { inNamespace } from "./lifecycle-helpers";
+import { PoddClient } from "../../hack/lib/podd-client";
 
 /*
  * Sandboxes that really run, on the real node (hack/cluster/real-node.sh): podd under runc, on
@@ -17,12 +24,15 @@ import { inNamespace } from "./lifecycle-helpers";
 const kube = new Kube();
 let ns: string;
 let h: ReturnType<typeof inNamespace>;
+/** The deployed gateway's token key, from which its credentials for the daemons follow. */
+let tokenKey: string;
 const ROOTFS_FILE = "/mnt/cubepod/rootfs/upper/etc/agent.conf";
 const WORKSPACE_FILE = "/workspace/notes.txt";
 const VOLUME_SIZE = "64Mi";
 
 beforeAll(async () => {
   await deployModule(kube);
+  tokenKey = await deployedTokenKey(kube);
   ns = await kube.namespace("it-real");
   h = inNamespace(kube, ns);
   await kube.mustCreate(
@@ -102,52 +112,15 @@ describe("the module as its chart installs it", () => {
   });
 });
 
-/** The box's daemon, once the box runs. */
-async function running(name: string, reason?: string): Promise<string> {
+/** The box's daemon, once the box runs, initialised as the deployed gateway would. */
+async function running(name: string, reason?: string): Promise<PoddClient> {
   const box = await h.waitPhase(name, "Running", reason, 120_000);
-  return `http://${box.status.podIP}:49983`;
+  return PoddClient.open(box, tokenKey);
 }
 
-async function write(podd: string, path: string, text: string): Promise<void> {
-  const form = new FormData();
-  form.append("file", new Blob([text]), path);
-  const r = await fetch(`${podd}/files?path=${encodeURIComponent(path)}`, {
-    method: "POST",
-    body: form,
-  });
-  expect(r.status).toBe(200);
-}
-
-/** The file's text, or undefined when the daemon says there is none. */
-async function read(podd: string, path: string): Promise<string | undefined> {
-  const r = await fetch(`${podd}/files?path=${encodeURIComponent(path)}`);
-  if (r.status === 404) return undefined;
-  expect(r.status).toBe(200);
-  return r.text();
-}
-
-/** Runs a shell command through the daemon's process API (Connect); its stdout. */
-async function sh(podd: string, command: string): Promise<string> {
-  const json = Buffer.from(JSON.stringify({ process: { cmd: "/bin/sh", args: ["-c", command] } }));
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(json.length, 1);
-  const r = await fetch(`${podd}/process.Process/Start`, {
-    method: "POST",
-    headers: { "Content-Type": "application/connect+json" },
-    body: Buffer.concat([head, json]),
-  });
-  const body = Buffer.from(await r.arrayBuffer());
-  let out = "";
-  let exit: number | undefined;
-  for (let i = 0; i < body.length; i += 5 + body.readUInt32BE(i + 1)) {
-    const msg = JSON.parse(body.subarray(i + 5, i + 5 + body.readUInt32BE(i + 1)).toString());
-    const data = msg.event?.data?.stdout;
-    if (data) out += Buffer.from(data, "base64").toString();
-    if (msg.event?.end) exit = msg.event.end.exitCode;
-  }
-  if (exit !== 0) throw new Error(`${command}: exit ${exit}: ${out}`);
-  return out;
-}
+const write = (podd: PoddClient, path: string, text: string) => podd.write(path, text);
+const read = (podd: PoddClient, path: string) => podd.read(path);
+const sh = (podd: PoddClient, command: string) => podd.sh(command);
 
 const pause = async (name: string) => {
   await h.patchBox(name, { desiredState: "Paused" });
@@ -256,7 +229,7 @@ describe("readiness from the real daemon", () => {
   it("a box runs once its daemon answers, and reports a daemon that stops answering", async () => {
     await h.createBox("probe", { templateRef: "fs" });
     const podd = await running("probe");
-    expect((await fetch(`${podd}/health`)).status).toBe(204);
+    expect((await fetch(`${podd.url}/health`)).status).toBe(204);
 
     // Stopped, not killed: the container stays, only the daemon no longer answers.
     const pid = poddPid((await kube.get(paths.pods(ns, "probe"))).body.metadata.uid);

@@ -71,6 +71,7 @@ describe("PodWarmPool, observed in the API server", () => {
     const pod = await get(paths.pods(ns, box.status.podName));
     expect(box.status).toMatchObject({
       podIP: pod.status.podIP,
+      podUID: pod.metadata.uid,
       poddURL: `http://${pod.status.podIP}:49983`,
       rootfsPVCName: `${box.status.podName}-rootfs-g1`,
       workspacePVCName: `${box.status.podName}-workspace`,
@@ -132,7 +133,6 @@ describe("PodWarmPool, observed in the API server", () => {
   it("scales down (unclaimed standbys removed) and up", async () => {
     await kube.mergePatch(paths.podwarmpools(ns, "p"), { spec: { replicas: 1 } });
     await poolAt("p", 1);
-    await kube.waitFor(paths.pods(ns), () => true);
     for (let i = 0; i < 100 && (await standbys("p")).length !== 1; i++)
       await new Promise(r => setTimeout(r, 200));
     expect(await standbys("p")).toHaveLength(1);

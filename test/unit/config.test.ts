@@ -1,7 +1,12 @@
 import { spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { ConfigError, loadConfig, SETTINGS } from "../../capabilities/config";
+import {
+  ConfigError,
+  DEFAULT_CLUSTER_NETWORKS,
+  loadConfig,
+  SETTINGS,
+} from "../../capabilities/config";
 
 const problemsOf = (env: Record<string, string>) => {
   try {
@@ -25,8 +30,46 @@ describe("loadConfig", () => {
       reaperIntervalSeconds: 10,
       metricsPort: 8081,
       metricsHost: "127.0.0.1",
+      controlPublicKey: undefined,
+      network: {
+        gatewayNamespace: "pepr-system",
+        clusterNetworks: DEFAULT_CLUSTER_NETWORKS,
+        policyEnforced: false,
+      },
       failpoint: undefined,
     });
+  });
+
+  it("reads the network settings", () => {
+    const key = Buffer.alloc(32, 7).toString("base64");
+    expect(
+      loadConfig({
+        CUBEPOD_CONTROL_PUBLIC_KEY: key,
+        CUBEPOD_CLUSTER_NETWORKS: "10.0.0.0/8, fd00::/8",
+        CUBEPOD_GATEWAY_NAMESPACE: "gateways",
+        CUBEPOD_NETWORK_POLICY: "enforced",
+      }),
+    ).toMatchObject({
+      controlPublicKey: key,
+      network: {
+        gatewayNamespace: "gateways",
+        clusterNetworks: ["10.0.0.0/8", "fd00::/8"],
+        policyEnforced: true,
+      },
+    });
+  });
+
+  it.each([
+    ["CUBEPOD_CONTROL_PUBLIC_KEY", "c2hvcnQ=", 'expected 32 bytes in base64, got "c2hvcnQ="'],
+    [
+      "CUBEPOD_CLUSTER_NETWORKS",
+      "10.0.0.0/8,10.1.2.3,10.0.0.0/33",
+      'expected CIDRs separated by commas, got "10.1.2.3,10.0.0.0/33"',
+    ],
+    ["CUBEPOD_GATEWAY_NAMESPACE", "Pepr_System", 'expected a namespace name, got "Pepr_System"'],
+    ["CUBEPOD_NETWORK_POLICY", "on", 'expected "enforced" or "unenforced", got "on"'],
+  ])("refuses %s=%s, naming the variable", (variable, value, message) => {
+    expect(problemsOf({ [variable]: value })).toEqual([`${variable}: ${message}`]);
   });
 
   it("reads set values, and an empty one as unset", () => {

@@ -51,6 +51,7 @@ describe("hardenWebhookConfiguration", () => {
       ".warmPoolRef",
       ".forkFrom",
       ".volumeKey",
+      ".egress",
       ".rootfsGeneration",
     ]);
   });

@@ -25,6 +25,15 @@ describe("accessNeeded: the rights a template lends", () => {
     });
   });
 
+  it("create on NetworkPolicies for egress to named CIDRs, which the operator writes as one", () => {
+    const network = { egress: "None", egressCIDRs: ["203.0.113.0/24"] };
+    expect(accessNeeded(spec({ network }))).toContainEqual({
+      verb: "create",
+      resource: "networkpolicies",
+    });
+    expect(accessNeeded(spec({ network: { egress: "None" } }))).toHaveLength(1);
+  });
+
   it("names each right as a denial shows it", () => {
     expect(describeAccess({ verb: "get", resource: "secrets", name: "creds" }, "ns")).toBe(
       'get secrets "creds" in namespace "ns"',

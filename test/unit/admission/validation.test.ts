@@ -148,8 +148,23 @@ const INVALID: Case[] = [
   },
   {
     kind: "PodTemplate",
-    spec: tpl({ egress: { enabled: true } }),
-    message: "spec.egress.image: is required when spec.egress.enabled is true",
+    spec: tpl({ network: { egress: "Some" } }),
+    message: 'spec.network.egress: must be one of "Internet", "None" (got "Some")',
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ network: { egressCIDRs: ["203.0.113.0/33"] } }),
+    message: "spec.network.egressCIDRs[0]: must be a CIDR such as 203.0.113.0/24",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ user: "Root User" }),
+    message: "spec.user: must be a POSIX user name such as user",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ network: { egressCIDRs: ["example.com/24"] } }),
+    message: "spec.network.egressCIDRs[0]: must be a CIDR such as 203.0.113.0/24",
   },
   {
     kind: "PodTemplate",
@@ -351,7 +366,9 @@ describe("admission rules", () => {
         workspace: { size: "20Gi" },
         poddInjectorImage: "ghcr.io/cubeplex/podd-injector:v0.1.0",
         envdPort: 49983,
+        user: "user",
         forkStrategy: "Clone",
+        network: { egress: "Internet" },
       },
     });
     expect(validatePodBox({ warmPoolRef: "pool" }, { name: "b" })).toEqual({

@@ -58,6 +58,7 @@ const pvc = (name: string, extra: Partial<ObservedPVC> = {}): ObservedPVC => {
 const VOLUMES = [pvc("box-workspace"), pvc("box-rootfs-g1")];
 const pod = (extra: Partial<ObservedPod> = {}): ObservedPod => ({
   name: "box",
+  uid: "pod-uid-1",
   phase: "Running",
   podIP: "127.64.0.7",
   ready: true,
@@ -85,6 +86,16 @@ const running = (reason: PodBoxStatus["reason"] = "Started", gen = 1): PodBoxSta
   ).status;
 
 describe("decideBox: Running", () => {
+  it("reports the running Pod's name, IP and UID, which the gateway's credential names", () => {
+    expect(running()).toMatchObject({
+      phase: "Running",
+      podName: "box",
+      podIP: "127.64.0.7",
+      podUID: "pod-uid-1",
+      poddURL: "http://127.64.0.7:49983",
+    });
+  });
+
   it("creates both PVCs, then the Pod, for a new box", () => {
     const p = decideBox(obs({}));
     expect(types(p)).toEqual([
@@ -118,6 +129,18 @@ describe("decideBox: Running", () => {
   it("creates only the Pod when the PVCs exist (restart after the PVCs, before the Pod)", () => {
     const p = decideBox(obs({ pvcs: VOLUMES, status: { phase: "Pending", reason: "Started" } }));
     expect(types(p)).toEqual(["createPod box"]);
+  });
+
+  it("labels the Pod of a box with egress None, which its template's egress policy leaves out", () => {
+    const labelsOf = (spec: Record<string, unknown>) => {
+      const p = decideBox(
+        obs({ spec, pvcs: VOLUMES, status: { phase: "Pending", reason: "Started" } }),
+      );
+      const create = p.actions.find(a => a.type === "createPod");
+      return create?.type === "createPod" ? create.pod.metadata?.labels : undefined;
+    };
+    expect(labelsOf({ egress: "None" })).toMatchObject({ "pod.cubeplex.ai/egress": "none" });
+    expect(labelsOf({})).not.toHaveProperty(["pod.cubeplex.ai/egress"]);
   });
 
   it("creates the missing PVC only", () => {
@@ -914,6 +937,17 @@ describe("decideBox: idle pause, activity and leases", () => {
     const resumed = decideBox(obs({ spec: later, status: stored, pvcs: VOLUMES }));
     expect(types(resumed)).toEqual(["createPod box"]);
   });
+
+  it("decides an expiry to the millisecond, within the second `now` rounds off", () => {
+    const spec = { expiresAt: new Date(Date.parse(NOW) + 300).toISOString() };
+    const at = (ms: number) =>
+      decideBox({
+        ...obs({ spec, status: running(), pvcs: VOLUMES }),
+        nowMs: Date.parse(NOW) + ms,
+      });
+    expect(at(299).status.reason).not.toBe("Expired");
+    expect(at(300).status).toMatchObject({ phase: "Terminated", reason: "Expired" });
+  });
 });
 
 /** A ready standby of pool "pool", as the index hands it to a claim. */
@@ -922,6 +956,7 @@ const STANDBY = {
   pool: "pool",
   namespace: "ns",
   podIP: "127.64.0.7",
+  uid: "pod-uid-1",
   resourceVersion: "7",
   templateHash: "h",
   rootfsPVCName: "pool-x1-rootfs-g1",
@@ -1091,6 +1126,8 @@ describe("decideBox: a claimed warm standby", () => {
     expect(mayClaim(box({ templateRef: "python" }))).toBe(false);
     expect(mayClaim(box({ warmPoolRef: "pool", forkFrom: "parent" }))).toBe(false);
     expect(mayClaim(box({ warmPoolRef: "pool", volumeKey: "kept" }))).toBe(false);
+    // Its own Pod is labelled from the start: a standby's new label would apply a moment late.
+    expect(mayClaim(box({ warmPoolRef: "pool", egress: "None" }))).toBe(false);
     expect(mayClaim(box({ warmPoolRef: "pool", desiredState: "Paused" }))).toBe(false);
     expect(mayClaim(box({ warmPoolRef: "pool" }, {}, { phase: "Pending" }))).toBe(false);
     expect(mayClaim(box({ warmPoolRef: "pool" }, { deletionTimestamp: NOW }))).toBe(false);

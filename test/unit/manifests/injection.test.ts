@@ -3,6 +3,7 @@ import { injectRuntime } from "../../../capabilities/manifests/injection";
 import { buildBoxPod } from "../../../capabilities/manifests/pod";
 import { template } from "../fixtures";
 
+const KEY = Buffer.alloc(32, 7).toString("base64");
 const EGRESS = { enabled: true, image: "proxy:1", allowHosts: ["pypi.org", "*.github.com"] };
 
 const built = (t = template()) =>
@@ -25,7 +26,7 @@ const handWritten = (): V1Pod => ({
 describe("injectRuntime", () => {
   it("adds podd-installer and mounts its emptyDir at /opt/cubepod/bin", () => {
     const t = template();
-    const pod = injectRuntime(built(t), t.spec);
+    const pod = injectRuntime(built(t), t.spec, KEY);
     expect(pod.spec?.initContainers).toEqual([
       {
         name: "podd-installer",
@@ -46,7 +47,7 @@ describe("injectRuntime", () => {
 
   it("adds the egress sidecar and points the sandbox's proxy at it", () => {
     const t = template({ egress: { ...EGRESS, secretName: "egress-creds" } });
-    const pod = injectRuntime(built(t), t.spec);
+    const pod = injectRuntime(built(t), t.spec, KEY);
     const sidecar = pod.spec?.containers.find(c => c.name === "egress");
     expect(sidecar).toMatchObject({ image: "proxy:1", ports: [{ containerPort: 15001 }] });
     expect(sidecar?.env).toContainEqual({
@@ -68,14 +69,14 @@ describe("injectRuntime", () => {
 
   it("leaves the sidecar out when egress is disabled", () => {
     const t = template({ egress: { ...EGRESS, enabled: false } });
-    const pod = injectRuntime(built(t), t.spec);
+    const pod = injectRuntime(built(t), t.spec, KEY);
     expect(pod.spec?.containers.map(c => c.name)).toEqual(["sandbox"]);
     expect(pod.spec?.containers[0].env?.map(e => e.name)).not.toContain("HTTPS_PROXY");
   });
 
   it("mounts the per-pod mTLS secret", () => {
     const t = template({ mtls: { enabled: true } });
-    const pod = injectRuntime(built(t), t.spec);
+    const pod = injectRuntime(built(t), t.spec, KEY);
     expect(pod.spec?.volumes).toContainEqual({
       name: "cubepod-mtls",
       secret: { secretName: "cubepod-mtls-box", defaultMode: 0o400 },
@@ -87,36 +88,118 @@ describe("injectRuntime", () => {
     });
   });
 
+  it("gives the daemon the gateway's public key and its Pod's UID, and takes NET_RAW away", () => {
+    const t = template();
+    const pod = injectRuntime(built(t), t.spec, KEY);
+    const sandbox = pod.spec!.containers[0];
+    expect(sandbox.env).toContainEqual({ name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: KEY });
+    expect(sandbox.env).toContainEqual({
+      name: "CUBEPOD_POD_UID",
+      valueFrom: { fieldRef: { fieldPath: "metadata.uid" } },
+    });
+    expect(sandbox.securityContext?.capabilities?.drop).toEqual(["NET_RAW"]);
+    // A key declared in Git is replaced; capabilities the Pod drops already stay dropped.
+    const hand = handWritten();
+    hand.spec!.containers[0].env = [{ name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: "forged" }];
+    hand.spec!.containers[0].securityContext = { capabilities: { drop: ["SYS_CHROOT"] } };
+    const main = injectRuntime(hand, t.spec, KEY).spec!.containers[0];
+    expect(main.env?.filter(e => e.name === "CUBEPOD_CONTROL_PUBLIC_KEY")).toEqual([
+      { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: KEY },
+    ]);
+    expect(main.securityContext?.capabilities?.drop).toEqual(["SYS_CHROOT", "NET_RAW"]);
+  });
+
+  it("with egress, isolates the Pod before the sandbox starts: only the sidecar's marked sockets leave", () => {
+    const t = template({ egress: { enabled: true } });
+    const pod = injectRuntime(built(t), t.spec, KEY);
+    expect(pod.spec?.initContainers?.map(c => c.name)).toEqual([
+      "podd-installer",
+      "egress-isolate",
+    ]);
+    expect(pod.spec?.initContainers?.[1]).toMatchObject({
+      image: t.spec.poddInjectorImage,
+      command: ["/opt/cubepod/bin/cubepod-egress", "isolate"],
+      env: [{ name: "CUBEPOD_EGRESS_MARK", value: "0x4350" }],
+      securityContext: { capabilities: { drop: ["ALL"], add: ["NET_ADMIN"] } },
+    });
+    // CubePod's own proxy when the template names none; a named image keeps its entrypoint.
+    const own = pod.spec?.containers.find(c => c.name === "egress");
+    expect(own).toMatchObject({
+      image: t.spec.poddInjectorImage,
+      command: ["/opt/cubepod/bin/cubepod-egress", "proxy"],
+      securityContext: { capabilities: { drop: ["ALL"], add: ["NET_RAW"] } },
+    });
+    expect(own?.env).toContainEqual({ name: "CUBEPOD_EGRESS_MARK", value: "0x4350" });
+    const t2 = template({ egress: EGRESS });
+    const theirs = injectRuntime(built(t2), t2.spec, KEY).spec?.containers.find(
+      c => c.name === "egress",
+    );
+    expect(theirs?.image).toBe("proxy:1");
+    expect(theirs?.command).toBeUndefined();
+    // The sandbox container never gets the sidecar's credentials.
+    const creds = template({ egress: { enabled: true, secretName: "creds" } });
+    const sandbox = injectRuntime(built(creds), creds.spec, KEY).spec!.containers[0];
+    expect(sandbox.volumeMounts?.map(m => m.name)).not.toContain("cubepod-egress");
+  });
+
+  it("removes the service account token the API server gave a hand-written Pod", () => {
+    const t = template();
+    const pod = handWritten();
+    const tokenMount = {
+      name: "kube-api-access-x1",
+      mountPath: "/var/run/secrets/kubernetes.io/serviceaccount",
+      readOnly: true,
+    };
+    pod.spec!.volumes = [
+      { name: "data", emptyDir: {} },
+      {
+        name: "kube-api-access-x1",
+        projected: { sources: [{ serviceAccountToken: { path: "token" } }] },
+      },
+    ];
+    pod.spec!.containers[0].volumeMounts = [{ name: "data", mountPath: "/data" }, tokenMount];
+    pod.spec!.initContainers = [{ name: "prep", image: "img", volumeMounts: [tokenMount] }];
+    const out = injectRuntime(pod, t.spec, KEY);
+    expect(out.spec!.automountServiceAccountToken).toBe(false);
+    const all = [...out.spec!.initContainers!, ...out.spec!.containers];
+    expect(all.flatMap(c => c.volumeMounts ?? []).map(m => m.name)).not.toContain(tokenMount.name);
+    expect(out.spec!.volumes!.map(v => v.name)).toEqual(["data", "cubepod-bin"]);
+    expect(out.spec!.containers[0].volumeMounts).toContainEqual({
+      name: "data",
+      mountPath: "/data",
+    });
+  });
+
   it("refuses mTLS for a Pod whose name is not known yet (generateName)", () => {
     const t = template({ mtls: { enabled: true } });
     const unnamed = { ...built(t), metadata: { generateName: "web-", labels: {} } };
-    expect(() => injectRuntime(unnamed, t.spec)).toThrow(
+    expect(() => injectRuntime(unnamed, t.spec, KEY)).toThrow(
       'the PodTemplate has mTLS enabled, which mounts the Secret "cubepod-mtls-<Pod name>", and this Pod has no name yet (generateName)',
     );
     // Without mTLS such a Pod is fine.
-    expect(() => injectRuntime(unnamed, template().spec)).not.toThrow();
+    expect(() => injectRuntime(unnamed, template().spec, KEY)).not.toThrow();
   });
 
   it.each([
     ["plain", template()],
     ["egress + mTLS", template({ egress: EGRESS, mtls: { enabled: true } })],
   ])("is idempotent (%s)", (_, t) => {
-    const once = injectRuntime(built(t), t.spec);
-    expect(injectRuntime(once, t.spec)).toEqual(once);
+    const once = injectRuntime(built(t), t.spec, KEY);
+    expect(injectRuntime(once, t.spec, KEY)).toEqual(once);
   });
 
   it("does not change its input", () => {
     const t = template({ egress: EGRESS });
     const pod = built(t);
     const copy = structuredClone(pod);
-    injectRuntime(pod, t.spec);
+    injectRuntime(pod, t.spec, KEY);
     expect(pod).toEqual(copy);
   });
 
   it("makes a hand-written Pod match an operator-built one in its runtime parts", () => {
     const t = template({ egress: EGRESS, mtls: { enabled: true } });
-    const hand = injectRuntime(handWritten(), t.spec);
-    const ours = injectRuntime(built(t), t.spec);
+    const hand = injectRuntime(handWritten(), t.spec, KEY);
+    const ours = injectRuntime(built(t), t.spec, KEY);
     expect(hand.spec?.initContainers).toEqual(ours.spec?.initContainers);
     expect(hand.spec?.containers.find(c => c.name === "egress")).toEqual(
       ours.spec?.containers.find(c => c.name === "egress"),
@@ -134,7 +217,7 @@ describe("injectRuntime", () => {
     const t = template();
     const pod = handWritten();
     pod.spec!.initContainers = [{ name: "podd-installer", image: "old:0" }];
-    const out = injectRuntime(pod, t.spec);
+    const out = injectRuntime(pod, t.spec, KEY);
     expect(out.spec?.initContainers).toHaveLength(1);
     expect(out.spec?.initContainers?.[0].image).toBe("ghcr.io/cubeplex/podd-injector:v0.1.0");
   });

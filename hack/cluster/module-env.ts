@@ -1,0 +1,29 @@
+/**
+ * The local module's settings that follow from the local cluster, as `export` lines for
+ * module.sh (and the chart's values in the tests): the gateway's public key, from the token key
+ * the local gateway uses; the local networks a sandbox's default egress excludes, beside the
+ * private ranges; and NetworkPolicy declared enforced, as real-node.sh runs an enforcer.
+ * Usage: module-env.ts TOKEN_KEY_FILE
+ */
+import { readFileSync } from "node:fs";
+import { DEFAULT_CLUSTER_NETWORKS } from "../../capabilities/config";
+import { PoddControl } from "../../gateway/podd-control";
+
+/** The settings, by variable. */
+export function localModuleEnv(tokenKey: string): Record<string, string> {
+  // The real node's Pods and the Services, with env.sh's defaults and overrides.
+  const local = [
+    process.env.CUBEPOD_REAL_POD_SUBNET ?? "198.18.0.0/24",
+    process.env.CUBEPOD_SERVICE_CIDR ?? "198.18.1.0/24",
+  ];
+  return {
+    CUBEPOD_CONTROL_PUBLIC_KEY: new PoddControl(tokenKey).publicKey,
+    CUBEPOD_CLUSTER_NETWORKS: [...DEFAULT_CLUSTER_NETWORKS, ...local].join(","),
+    CUBEPOD_NETWORK_POLICY: "enforced",
+  };
+}
+
+if (require.main === module) {
+  const env = localModuleEnv(readFileSync(process.argv[2], "utf8").trim());
+  for (const [k, v] of Object.entries(env)) console.log(`export ${k}=${JSON.stringify(v)}`);
+}
