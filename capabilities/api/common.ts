@@ -37,15 +37,28 @@ export const dnsLabel = (max = 63) =>
     .max(max, { error: `must be at most ${max} characters` })
     .regex(DNS_LABEL, { error: "must be a lowercase RFC 1123 label (a-z, 0-9, '-')" });
 
+/** The longest quantity written out: far more digits than any real amount needs. */
+export const MAX_QUANTITY_LENGTH = 64;
+/** The largest resource amount a template may ask for (bytes or cores): a guard against typos. */
+export const MAX_QUANTITY = "8Pi";
+const MAX_QUANTITY_VALUE = quantityValue(MAX_QUANTITY)!;
+
 /** A Kubernetes quantity, not negative, such as `500m` or `2Gi` (requests and limits). */
 export const quantity = () =>
   z
     .string()
+    .max(MAX_QUANTITY_LENGTH, {
+      error: `must be at most ${MAX_QUANTITY_LENGTH} characters`,
+      abort: true,
+    })
     .regex(QUANTITY_PATTERN, {
       error: "must be a Kubernetes quantity such as 500m or 2Gi",
       abort: true,
     })
-    .refine(q => (quantityValue(q) ?? 0) >= 0, { error: "must not be negative" });
+    .refine(q => (quantityValue(q) ?? 0) >= 0, { error: "must not be negative", abort: true })
+    .refine(q => (quantityValue(q) ?? Infinity) <= MAX_QUANTITY_VALUE, {
+      error: `must be at most ${MAX_QUANTITY}`,
+    });
 
 /** The largest volume a template may ask for: a guard against typos, far above any sandbox's. */
 export const MAX_VOLUME_SIZE = "64Ti";
@@ -56,6 +69,10 @@ const MAX_VOLUME_BYTES = quantityValue(MAX_VOLUME_SIZE)!;
 export const volumeSize = () =>
   z
     .string()
+    .max(MAX_QUANTITY_LENGTH, {
+      error: `must be at most ${MAX_QUANTITY_LENGTH} characters`,
+      abort: true,
+    })
     .regex(QUANTITY_PATTERN, { error: "must be a Kubernetes quantity such as 10Gi", abort: true })
     .refine(q => (quantityValue(q) ?? 0) > 0, { error: "must be above 0" })
     .refine(q => (quantityValue(q) ?? 0) <= MAX_VOLUME_BYTES, {
@@ -70,11 +87,17 @@ const resourceName = () =>
     error: "must be a resource name such as cpu, memory or example.com/gpu",
   });
 
+/** The longest image reference: a registry host, a repository path of 255 and a digest fit. */
+export const MAX_IMAGE_LENGTH = 1024;
+
 /** A non-empty container image reference. */
 export const image = () =>
-  z.string().regex(/^\S+$/, {
-    error: "must be a container image reference (not empty, no whitespace)",
-  });
+  z
+    .string()
+    .max(MAX_IMAGE_LENGTH, { error: `must be at most ${MAX_IMAGE_LENGTH} characters`, abort: true })
+    .regex(/^\S+$/, {
+      error: "must be a container image reference (not empty, no whitespace)",
+    });
 
 /** An IPv4 or IPv6 CIDR, as NetworkPolicy's ipBlock takes it. */
 export function isCIDR(text: string): boolean {
@@ -121,17 +144,42 @@ export const conditionSchema = z.object({
 });
 export type Condition = z.infer<typeof conditionSchema>;
 
+/** The least memory a container runtime starts a container with (runc's floor). */
+export const MIN_MEMORY_LIMIT = "6Mi";
+const MIN_MEMORY_LIMIT_BYTES = quantityValue(MIN_MEMORY_LIMIT)!;
+
 /** Container resource requests and limits (a subset of core/v1 ResourceRequirements). */
 export const resourcesSchema = z.object({
   requests: z.record(resourceName(), quantity()).optional(),
-  limits: z.record(resourceName(), quantity()).optional(),
+  limits: z
+    .record(resourceName(), quantity())
+    .superRefine((limits, ctx) => {
+      const memory = limits.memory;
+      if (memory === undefined) return;
+      const bytes = quantityValue(memory);
+      if (bytes !== undefined && bytes < MIN_MEMORY_LIMIT_BYTES) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["memory"],
+          message: `must be at least ${MIN_MEMORY_LIMIT}: no container starts with less (got ${memory})`,
+        });
+      }
+    })
+    .optional(),
 });
+
+/** The longest environment variable name: longer ones are mistakes, not names. */
+export const MAX_ENV_NAME_LENGTH = 1024;
 
 /** An environment variable with a literal value (core/v1 EnvVar without valueFrom). */
 export const envVarSchema = z.object({
   name: z
     .string()
     .min(1, { error: "must not be empty" })
+    .max(MAX_ENV_NAME_LENGTH, {
+      error: `must be at most ${MAX_ENV_NAME_LENGTH} characters`,
+      abort: true,
+    })
     .regex(/^[-._a-zA-Z][-._a-zA-Z0-9]*$/, { error: "must be a valid environment variable name" }),
   value: z.string().optional(),
 });

@@ -57,10 +57,16 @@ export const networkSchema = z
       "The sandboxes' network: they take traffic from the CubePod gateway only, and reach what this allows.",
   });
 
+/** A Secret name holds the prefix, "-" and a box name (a label value of up to 63). */
+const MAX_MTLS_PREFIX = 253 - 1 - 63;
+
 export const mtlsSchema = z
   .object({
     enabled: z.boolean().default(false),
     secretPrefix: objectName("Secret")
+      .max(MAX_MTLS_PREFIX, {
+        error: `must be at most ${MAX_MTLS_PREFIX} characters: with "-" and a box name of up to 63 it names a Secret, at most 253`,
+      })
       .default("cubepod-mtls")
       .meta({ description: "Each Pod mounts the Secret `<secretPrefix>-<pod name>`." }),
     mountPath: z
@@ -106,7 +112,8 @@ export const podTemplateSpecSchema = z.object({
   image: image().meta({ description: "The sandbox image (its root filesystem)." }),
   runtimeClassName: z
     .string()
-    .regex(/^([a-z0-9]([-a-z0-9.]*[a-z0-9])?)?$/, {
+    .max(253, { error: "must be at most 253 characters", abort: true })
+    .regex(/^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*)?$/, {
       error: "must be a RuntimeClass name, or empty for the cluster's default runtime",
     })
     .default("kata-qemu")

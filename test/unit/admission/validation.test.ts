@@ -102,6 +102,55 @@ const INVALID: Case[] = [
     spec: tpl({ resources: { requests: { cpu: "-1" } } }),
     message: "spec.resources.requests.cpu: must not be negative",
   },
+  // Stored before, and no Pod could ever run from them.
+  {
+    kind: "PodTemplate",
+    spec: tpl({ image: `ghcr.io/x/${"a".repeat(300 * 1024)}` }),
+    message: "spec.image: must be at most 1024 characters",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ resources: { limits: { memory: "1e1000" } } }),
+    message: "spec.resources.limits.memory: must be at most 8Pi",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ resources: { requests: { cpu: "9".repeat(200) } } }),
+    message: "spec.resources.requests.cpu: must be at most 64 characters",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { size: "1".repeat(200) } }),
+    message: "spec.rootfs.size: must be at most 64 characters",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ resources: { limits: { memory: "0" } } }),
+    message:
+      "spec.resources.limits.memory: must be at least 6Mi: no container starts with less (got 0)",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ runtimeClassName: "a..b" }),
+    message:
+      "spec.runtimeClassName: must be a RuntimeClass name, or empty for the cluster's default runtime",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ runtimeClassName: "a".repeat(300) }),
+    message: "spec.runtimeClassName: must be at most 253 characters",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ env: [{ name: "A".repeat(10 * 1024), value: "x" }] }),
+    message: "spec.env[0].name: must be at most 1024 characters",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ mtls: { enabled: true, secretPrefix: "a".repeat(190) } }),
+    message:
+      'spec.mtls.secretPrefix: must be at most 189 characters: with "-" and a box name of up to 63 it names a Secret, at most 253',
+  },
   {
     kind: "PodTemplate",
     spec: tpl({
