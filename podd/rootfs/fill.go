@@ -1,0 +1,251 @@
+// Package rootfs fills a sandbox's rootfs volume from its image: the image's top-level
+// directories that hold what an agent installs (/usr, /etc, /var, /home ...) are copied onto the
+// volume once, with their owners, modes, times, links and extended attributes, so that the
+// kubelet can mount the volume's copies over the image's and every later write lands on the
+// volume. A volume that was filled already is left as it is: that is what survives a pause.
+package rootfs
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Marker is the file on a filled volume; its content names the image it was filled from.
+const Marker = ".cubepod-filled"
+
+// staging is where a fill copies to before it moves the copies into place.
+const staging = ".cubepod-filling"
+
+// Filled says whether the volume at dst was filled already.
+func Filled(dst string) (bool, error) {
+	_, err := os.Lstat(filepath.Join(dst, Marker))
+	if errors.Is(err, fs.ErrNotExist) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// Fill copies each of dirs (top-level names such as "usr") from the root src onto the volume
+// at dst, unless the volume is filled already; it reports whether it copied. A fill cut off
+// half-way leaves no marker, and the next one starts again from nothing: until the marker is
+// written no sandbox process has run on the volume, so nothing of the sandbox's is lost.
+func Fill(src, dst string, dirs []string, image string) (bool, error) {
+	for _, d := range dirs {
+		if d == "" || strings.ContainsAny(d, "/\x00") || d == "." || d == ".." || d == Marker || d == staging {
+			return false, fmt.Errorf("rootfs directory %q: must be one top-level name such as usr", d)
+		}
+	}
+	if done, err := Filled(dst); err != nil || done {
+		return false, err
+	}
+	stage := filepath.Join(dst, staging)
+	if err := os.RemoveAll(stage); err != nil {
+		return false, err
+	}
+	if err := os.Mkdir(stage, 0o700); err != nil {
+		return false, err
+	}
+	c := copier{links: map[inode]string{}}
+	for _, d := range dirs {
+		from := filepath.Join(src, d)
+		info, err := os.Lstat(from)
+		if errors.Is(err, fs.ErrNotExist) {
+			// The image has no such directory: the volume gets an empty one to mount.
+			if err := os.Mkdir(filepath.Join(stage, d), 0o755); err != nil {
+				return false, err
+			}
+			continue
+		}
+		if err != nil {
+			return false, err
+		}
+		if !info.IsDir() {
+			return false, fmt.Errorf("%s in the image is not a directory (%s): it cannot be mounted over", from, info.Mode().Type())
+		}
+		if err := c.tree(from, filepath.Join(stage, d)); err != nil {
+			return false, err
+		}
+	}
+	for _, d := range dirs {
+		to := filepath.Join(dst, d)
+		if err := os.RemoveAll(to); err != nil {
+			return false, err
+		}
+		if err := os.Rename(filepath.Join(stage, d), to); err != nil {
+			return false, err
+		}
+	}
+	if err := os.Remove(stage); err != nil {
+		return false, err
+	}
+	return true, writeMarker(dst, image)
+}
+
+func writeMarker(dst, image string) error {
+	tmp := filepath.Join(dst, Marker+".tmp")
+	f, err := os.OpenFile(tmp, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(image + "\n"); err != nil {
+		f.Close()
+		return err
+	}
+	if err := errors.Join(f.Sync(), f.Close()); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, filepath.Join(dst, Marker)); err != nil {
+		return err
+	}
+	d, err := os.Open(dst)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+type inode struct{ dev, ino uint64 }
+
+// copier copies trees; links remembers the copy of every file with more than one name, so that
+// hard links stay links.
+type copier struct {
+	links map[inode]string
+}
+
+// tree copies the directory from onto to (which does not exist yet), depth first; a
+// directory's times are set after its entries, which would change them.
+func (c *copier) tree(from, to string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(from, &st); err != nil {
+		return err
+	}
+	if err := os.Mkdir(to, 0o700); err != nil {
+		return err
+	}
+	entries, err := os.ReadDir(from)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := c.entry(filepath.Join(from, e.Name()), filepath.Join(to, e.Name())); err != nil {
+			return err
+		}
+	}
+	return finish(from, to, &st)
+}
+
+func (c *copier) entry(from, to string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(from, &st); err != nil {
+		return err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return c.tree(from, to)
+	case unix.S_IFLNK:
+		target, err := os.Readlink(from)
+		if err != nil {
+			return err
+		}
+		if err := os.Symlink(target, to); err != nil {
+			return err
+		}
+		return finish(from, to, &st)
+	case unix.S_IFREG:
+		if st.Nlink > 1 {
+			id := inode{uint64(st.Dev), st.Ino}
+			if first, ok := c.links[id]; ok {
+				return os.Link(first, to)
+			}
+			c.links[id] = to
+		}
+		if err := copyFile(from, to); err != nil {
+			return err
+		}
+		return finish(from, to, &st)
+	case unix.S_IFIFO:
+		if err := unix.Mkfifo(to, 0o600); err != nil {
+			return err
+		}
+		return finish(from, to, &st)
+	default:
+		// Device nodes and sockets are the runtime's to make (/dev), never an image's to keep.
+		return nil
+	}
+}
+
+func copyFile(from, to string) error {
+	in, err := os.Open(from)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return fmt.Errorf("copying %s: %w", from, err)
+	}
+	return out.Close()
+}
+
+// finish gives the copy the original's owner, extended attributes, mode and times, in that
+// order: a change of owner clears set-user-ID bits and file capabilities, so they come after.
+func finish(from, to string, st *unix.Stat_t) error {
+	if err := unix.Lchown(to, int(st.Uid), int(st.Gid)); err != nil {
+		return fmt.Errorf("owner of %s: %w", to, err)
+	}
+	if err := copyXattrs(from, to); err != nil {
+		return err
+	}
+	link := st.Mode&unix.S_IFMT == unix.S_IFLNK
+	if !link {
+		if err := unix.Chmod(to, st.Mode&0o7777); err != nil {
+			return fmt.Errorf("mode of %s: %w", to, err)
+		}
+	}
+	times := []unix.Timespec{st.Atim, st.Mtim}
+	return unix.UtimesNanoAt(unix.AT_FDCWD, to, times, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func copyXattrs(from, to string) error {
+	size, err := unix.Llistxattr(from, nil)
+	if err != nil || size == 0 {
+		if errors.Is(err, unix.ENOTSUP) {
+			return nil
+		}
+		return err
+	}
+	buf := make([]byte, size)
+	size, err = unix.Llistxattr(from, buf)
+	if err != nil {
+		return err
+	}
+	for _, name := range strings.Split(strings.TrimRight(string(buf[:size]), "\x00"), "\x00") {
+		if name == "" {
+			continue
+		}
+		n, err := unix.Lgetxattr(from, name, nil)
+		if err != nil {
+			return err
+		}
+		value := make([]byte, n)
+		if n, err = unix.Lgetxattr(from, name, value); err != nil {
+			return err
+		}
+		if err := unix.Lsetxattr(to, name, value[:n], 0); err != nil && !errors.Is(err, unix.ENOTSUP) {
+			return fmt.Errorf("attribute %s of %s: %w", name, to, err)
+		}
+	}
+	return nil
+}
