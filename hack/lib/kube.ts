@@ -7,11 +7,11 @@ import { parse } from "yaml";
 export const ROOT = join(__dirname, "..", "..");
 export const CLUSTER_DIR = process.env.CUBEPOD_CLUSTER_DIR ?? join(ROOT, ".cluster");
 export const KUBECONFIG = join(CLUSTER_DIR, "kubeconfig");
+/** Where the set-up keeps what it builds and downloads, outside the work tree. */
+export const CACHE_DIR =
+  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod");
 /** The binaries `npm run up` builds (kubectl, helm, the control plane), as hack/cluster/versions.sh places them. */
-export const BIN_DIR = join(
-  process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod"),
-  "bin",
-);
+export const BIN_DIR = join(CACHE_DIR, "bin");
 export const GROUP_PATH = "/apis/pod.cubeplex.ai/v1alpha1";
 
 /** The server and admin client certificate of a kubeconfig, as the module's ApiClient takes them. */

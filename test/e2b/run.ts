@@ -24,11 +24,10 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { CLUSTER_DIR, Kube, paths, ROOT } from "../../hack/lib/kube";
+import { CACHE_DIR, CLUSTER_DIR, Kube, paths, ROOT } from "../../hack/lib/kube";
 import { realTenant } from "../../hack/lib/tenant";
 
 const SUITES = process.env.CUBEPOD_E2B_SDK_TESTS ?? join(ROOT, "..", "shared", "e2b-sdk-tests");
-const CACHE = process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod");
 const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
 const GATEWAY_TLS_PORT = process.env.CUBEPOD_GATEWAY_TLS_PORT ?? "8443";
 const DOMAIN = process.env.CUBEPOD_GATEWAY_DOMAIN ?? "cubepod.localhost";
@@ -105,7 +104,7 @@ const skipPattern = (names: string[]) =>
       ];
 
 function runJs(key: string, all: boolean): Counts {
-  const tools = join(CACHE, "e2b-sdk-js", Object.values(JS_PACKAGES).join("-"));
+  const tools = join(CACHE_DIR, "e2b-sdk-js", Object.values(JS_PACKAGES).join("-"));
   if (!existsSync(join(tools, "node_modules", "vitest"))) {
     mkdirSync(tools, { recursive: true });
     writeFileSync(
@@ -210,7 +209,7 @@ async function runPy(key: string, all: boolean, syncOnly: boolean): Promise<Coun
   const python = execFileSync("bash", [join(ROOT, "hack", "python-e2b.sh")], {
     encoding: "utf8",
   }).trim();
-  const work = join(CACHE, "e2b-sdk-py-run");
+  const work = join(CACHE_DIR, "e2b-sdk-py-run");
   rmSync(work, { recursive: true, force: true });
   cpSync(join(SUITES, "packages", "python-sdk"), work, { recursive: true });
   const files = selected("selected-py.txt", all).filter(f => !syncOnly || !f.includes("/async/"));
@@ -260,6 +259,12 @@ async function runPy(key: string, all: boolean, syncOnly: boolean): Promise<Coun
 async function main() {
   const which = process.argv[2] ?? "js";
   const all = flag("--tier") === "all";
+  if (!existsSync(join(SUITES, "README.md"))) {
+    throw new Error(
+      `E2B's SDK tests are not at ${SUITES}: the project reads them from ../shared/e2b-sdk-tests ` +
+        "beside the clone; set CUBEPOD_E2B_SDK_TESTS to where they are",
+    );
+  }
   // The local cluster and the real node, as `npm run up` brings them (a running one is reused).
   execFileSync("bash", [join(ROOT, "hack", "cluster", "up.sh")], { stdio: "inherit" });
   const kube = new Kube();
