@@ -7,6 +7,13 @@ cd "$(dirname "$0")/.."
 . hack/cluster/env.sh
 
 step() { printf '\n=== %s\n' "$*"; }
+# The conformance tier reads E2B's test files from beside the clone: stop now, not after an hour.
+suites=${CUBEPOD_E2B_SDK_TESTS:-$PWD/../shared/e2b-sdk-tests}
+[ -f "$suites/README.md" ] || {
+  echo "E2B's SDK tests are not at $suites: set CUBEPOD_E2B_SDK_TESTS to where they are" >&2
+  exit 1
+}
+
 step "type check, lint, format"
 npx tsc --noEmit -p .
 npx eslint .
