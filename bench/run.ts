@@ -1,6 +1,6 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
- * `npm run bench -- warm floor stream cold admission gateway real sandbox scale` picks some (scenarios/). Prints a
+ * `npm run bench -- warm floor stream cold admission gateway real sandbox envd scale` picks some (scenarios/). Prints a
  * table and saves the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline
  * -- <file>` makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`:
  * tests never assert on time.
@@ -13,6 +13,7 @@ import { benchBaseline } from "./scenarios/baseline";
 import { benchCold } from "./scenarios/cold";
 import { benchFloor } from "./scenarios/floor";
 import { benchGateway } from "./scenarios/gateway";
+import { benchEnvd } from "./scenarios/envd";
 import { benchRealNode } from "./scenarios/real-node";
 import { benchSandbox } from "./scenarios/sandbox";
 import { benchScale } from "./scenarios/scale";
@@ -37,6 +38,7 @@ async function main() {
   if (wanted("gateway")) await benchGateway(kube);
   if (wanted("real")) await benchRealNode(kube);
   if (wanted("sandbox")) await benchSandbox(kube);
+  if (wanted("sandbox") || wanted("envd")) await benchEnvd(kube);
   await kube.delete(`/api/v1/namespaces/${ns}`);
   if (wanted("scale")) {
     await noBenchNamespaces(kube);

@@ -39,6 +39,7 @@ export const RERUN: Record<string, string> = {
   gateway: "npm run bench -- gateway",
   realNode: "npm run bench -- real",
   sandbox: "npm run bench -- sandbox",
+  envd: "npm run bench -- envd",
   scale: "npm run bench -- scale",
 };
 
