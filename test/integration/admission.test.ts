@@ -94,6 +94,18 @@ const CREATE_DENIALS: [string, string, object, string][] = [
     { image: "py:3", resources: { requests: { cpu: "2" }, limits: { cpu: "1" } } },
     "spec.resources.requests.cpu: must not exceed spec.resources.limits.cpu (2 > 1)",
   ],
+  [
+    "PodTemplate",
+    "no-memory",
+    { image: "py:3", resources: { limits: { memory: "0" } } },
+    "spec.resources.limits.memory: must be at least 6Mi: no container starts with less (got 0)",
+  ],
+  [
+    "PodTemplate",
+    "boundless",
+    { image: "py:3", resources: { limits: { memory: "1e1000" } } },
+    "spec.resources.limits.memory: must be at most 8Pi",
+  ],
   // Rules of the Pod API itself, found by a dry run of the Pod the template makes.
   [
     "PodTemplate",
@@ -177,6 +189,22 @@ describe("the validating webhook, called by the API server", () => {
       expect(after.body.spec).toEqual(before.body.spec);
     },
   );
+
+  it("the API server's schema refuses what no Pod could run from, naming each field", async () => {
+    const r = await kube.create(
+      path("PodTemplate"),
+      obj("PodTemplate", "never", {
+        image: `py:${"3".repeat(300 * 1024)}`,
+        runtimeClassName: "a..b",
+        env: [{ name: "A".repeat(10 * 1024) }],
+      }),
+    );
+    expect(r.status).toBe(422);
+    for (const field of ["spec.image", "spec.runtimeClassName", "spec.env[0].name"]) {
+      expect(r.body.message).toContain(field);
+    }
+    expect((await kube.get(path("PodTemplate", "never"))).status).toBe(404);
+  });
 
   it("reports every broken rule of one request", async () => {
     const r = await kube.create(
