@@ -6,7 +6,7 @@ import { accessToken } from "../../gateway/e2b";
 import { CONTROL_HEADER, PoddControl } from "../../gateway/podd-control";
 import type { PodBox } from "../../capabilities/api/kinds";
 import { CACHE_DIR, Kube, paths, ROOT } from "../../hack/lib/kube";
-import { localTokenKey } from "../../hack/lib/podd-client";
+import { connectFrame, localTokenKey } from "../../hack/lib/podd-client";
 import { realTenant } from "../../hack/lib/tenant";
 import { results } from "../lib/results";
 import { now, stats, tenths } from "../lib/stats";
@@ -28,14 +28,6 @@ const GO_ITERATIONS = 2000;
 
 const hundredths = (x: number) => Math.round(x * 100) / 100;
 
-/** The body of one Connect streaming request: a frame of JSON. */
-function frame(message: unknown): Buffer {
-  const json = Buffer.from(JSON.stringify(message));
-  const head = Buffer.alloc(5);
-  head.writeUInt32BE(json.length, 1);
-  return Buffer.concat([head, json]);
-}
-
 /**
  * `commands.run("true")` as the SDK sends it (a Connect JSON Start of `/bin/bash -l -c true`),
  * to a host and port on one kept-alive connection, read to its end event. The same request goes
@@ -49,7 +41,9 @@ function startTrue(
   port: number,
   headers: Record<string, string>,
 ): Promise<number> {
-  const body = frame({ process: { cmd: "/bin/bash", args: ["-l", "-c", "true"], envs: {} } });
+  const body = connectFrame({
+    process: { cmd: "/bin/bash", args: ["-l", "-c", "true"], envs: {} },
+  });
   return new Promise((resolve, reject) => {
     const t0 = now();
     const req = request(

@@ -9,6 +9,14 @@ import { CLUSTER_DIR, Obj } from "./kube";
 export const localTokenKey = () =>
   readFileSync(join(CLUSTER_DIR, "gateway-token-key"), "utf8").trim();
 
+/** One message of a Connect streaming request, as JSON: a flag byte, its length, the message. */
+export function connectFrame(message: unknown): Buffer {
+  const json = Buffer.from(JSON.stringify(message));
+  const head = Buffer.alloc(5);
+  head.writeUInt32BE(json.length, 1);
+  return Buffer.concat([head, json]);
+}
+
 /**
  * A running box's daemon, called as the gateway calls it (directly on the Pod IP, with the
  * gateway's credential for the box and its Pod, and the box's access token), after the `/init`
@@ -73,18 +81,14 @@ export class PoddClient {
     command: string,
     user?: string,
   ): Promise<{ stdout: string; stderr: string; exit?: number }> {
-    const json = Buffer.from(
-      JSON.stringify({ process: { cmd: "/bin/sh", args: ["-c", command] } }),
-    );
-    const head = Buffer.alloc(5);
-    head.writeUInt32BE(json.length, 1);
+    const request = connectFrame({ process: { cmd: "/bin/sh", args: ["-c", command] } });
     const r = await this.fetch("/process.Process/Start", {
       method: "POST",
       headers: {
         "Content-Type": "application/connect+json",
         ...(user ? { Authorization: `Basic ${Buffer.from(`${user}:`).toString("base64")}` } : {}),
       },
-      body: Buffer.concat([head, json]),
+      body: request,
     });
     const body = Buffer.from(await r.arrayBuffer());
     const out = { stdout: "", stderr: "", exit: undefined as number | undefined };
@@ -100,7 +104,7 @@ export class PoddClient {
     return out;
   }
 
-  /** Runs a shell command as root; its stdout, or an error when it fails. */
+  /** Runs a shell command as the default user; its stdout, or an error when it fails. */
   async sh(command: string): Promise<string> {
     const r = await this.run(command);
     if (r.exit !== 0) throw new Error(`${command}: exit ${r.exit}: ${r.stdout}${r.stderr}`);
