@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { execFileSync } from "node:child_process";
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { Sandbox } from "e2b";
 import { PoddControl } from "../../gateway/podd-control";
@@ -11,11 +12,13 @@ import { results } from "../lib/results";
 import { now, sleep, stats, tenths } from "../lib/stats";
 
 const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
-/** Creates per turn; the turns alternate isolated and open. */
-const CREATES = 5;
-const TURNS = 4;
-/** Commands run in each sandbox. */
-const COMMANDS = 20;
+/** Creates per turn. */
+const CREATES = 3;
+/** Turns of enforced, enforced with the policy controller stopped, and open, in that order. */
+const TURNS = 12;
+/** Commands per round, on one sandbox; the rounds alternate isolated and open. */
+const COMMANDS = 50;
+const COMMAND_ROUNDS = 8;
 const SIGNATURES = 2000;
 const SETTLE_MS = 3000;
 
@@ -29,14 +32,33 @@ const policies = (on: boolean) =>
     },
   );
 
+/** kube-router's pid, while it runs. */
+const policyControllerPid = () =>
+  Number(readFileSync(join(ROOT, ".cluster", "pids", "kube-router.pid"), "utf8").trim());
+
+/**
+ * CPU milliseconds kube-router has used, its own and its finished children's (the iptables-save
+ * and -restore of each sync), or 0 while it is stopped.
+ */
+function policyControllerCpuMs(): number {
+  try {
+    const stat = readFileSync(`/proc/${policyControllerPid()}/stat`, "utf8");
+    // Fields after the command's closing parenthesis: utime, stime, cutime, cstime are 14-17.
+    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
+    return [11, 12, 13, 14].reduce((sum, i) => sum + Number(f[i]), 0) * 10;
+  } catch {
+    return 0;
+  }
+}
+
 /**
  * A sandbox's isolation against the same run without it, on the real node through the gateway
  * and the E2B SDK: warm creates (`Sandbox.create`, a standby claimed and its podd initialised)
- * and command round trips (`commands.run("true")`, once the pool is full and quiet again), in turns with kube-router enforcing the
- * NetworkPolicies and with it stopped and its rules removed. podd's control credential cannot be
- * switched off (a daemon that could skip it would be the hole it closes): its cost is the
- * gateway's signature, timed here, and podd's check, which verifies a credential once per Pod and
- * then compares it.
+ * and command round trips (`commands.run("true")`) on one sandbox, in alternating turns with
+ * kube-router enforcing the NetworkPolicies and with it stopped and its rules removed. podd's
+ * control credential cannot be switched off (a daemon that could skip it would be the hole it
+ * closes): its cost is the gateway's signature, timed here, and podd's check, which verifies a
+ * credential once per Pod and then compares it.
  */
 export async function benchSandbox(kube: Kube) {
   const { ns, key } = await realTenant(kube, {
@@ -50,29 +72,51 @@ export async function benchSandbox(kube: Kube) {
     isolated: { create: [] as number[], command: [] as number[] },
     open: { create: [] as number[], command: [] as number[] },
   };
+  /**
+   * Creates with the policies enforced and kube-router stopped (SIGSTOP) for the create's
+   * duration: its rules filter every packet, but none of its syncs runs.
+   */
+  const frozen: number[] = [];
+  /** kube-router's CPU over each create and its pool's refill, ms. */
+  const syncCpu: number[] = [];
 
   try {
     for (let turn = 0; turn < TURNS; turn++) {
-      const isolated = turn % 2 === 0;
-      policies(isolated);
-      const into = isolated ? m.isolated : m.open;
+      const arm = (["isolated", "frozen", "open"] as const)[turn % 3];
+      policies(arm !== "open");
       for (let i = 0; i < CREATES; i++) {
-        await standbys.atLeast(2);
-        const t0 = now();
-        const sbx = await Sandbox.create("real", opts);
-        into.create.push(now() - t0);
-        // Commands once the pool has replaced its standby and the policy controller has synced
-        // what that changed: its syncs take the CPUs a command would wait for.
+        // Each create starts with the pool full and the policy controller done with it.
         await standbys.atLeast(2);
         await sleep(SETTLE_MS);
-        for (let c = 0; c < COMMANDS; c++) {
-          const t1 = now();
-          await sbx.commands.run("true");
-          into.command.push(now() - t1);
-        }
+        const cpu0 = policyControllerCpuMs();
+        if (arm === "frozen") process.kill(policyControllerPid(), "SIGSTOP");
+        const t0 = now();
+        const sbx = await Sandbox.create("real", opts).finally(() => {
+          if (arm === "frozen") process.kill(policyControllerPid(), "SIGCONT");
+        });
+        const ms = now() - t0;
+        (arm === "frozen" ? frozen : m[arm].create).push(ms);
+        await standbys.atLeast(2);
+        if (arm === "isolated") syncCpu.push(policyControllerCpuMs() - cpu0);
         await sbx.kill();
       }
     }
+    // Commands on one sandbox, its Pod and policies unchanged, with its packets filtered and
+    // not: once the pool is full and the policy controller has synced what the last change
+    // made, since its syncs take the CPUs a command would wait for.
+    const sbx = await Sandbox.create("real", { ...opts, timeoutMs: 900_000 });
+    for (let round = 0; round < COMMAND_ROUNDS; round++) {
+      const isolated = round % 2 === 0;
+      policies(isolated);
+      await standbys.atLeast(2);
+      await sleep(SETTLE_MS);
+      for (let c = 0; c < COMMANDS; c++) {
+        const t1 = now();
+        await sbx.commands.run("true");
+        (isolated ? m.isolated : m.open).command.push(now() - t1);
+      }
+    }
+    await sbx.kill();
   } finally {
     policies(true);
     standbys.stop();
@@ -99,7 +143,10 @@ export async function benchSandbox(kube: Kube) {
     isolated,
     open,
     addedToCreateP50: tenths(isolated.create.p50 - open.create.p50),
+    createWithoutSyncs: stats(frozen),
+    addedToCreateWithoutSyncsP50: tenths(stats(frozen).p50 - open.create.p50),
     addedToCommandP50: tenths(isolated.command.p50 - open.command.p50),
+    policyControllerCpuMsPerCreate: stats(syncCpu),
     credentialSignatureMicrosP50: tenths(stats(signature).p50 * 1000),
   };
 }
