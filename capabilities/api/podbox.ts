@@ -15,6 +15,7 @@ export const PROBLEM_REASONS = [
   "VolumesInUse",
   "PodNameInUse",
   "PodFailed",
+  "PodNotStarting",
   "ForkCopyFailed",
   "Forbidden",
   "APIError",

@@ -20,6 +20,38 @@ export const DEFAULT_PODD_INJECTOR_IMAGE = "ghcr.io/cubeplex/podd-injector:v0.1.
 
 const volumeSize = (dflt: string) => z.object({ size: size().default(dflt) });
 
+/**
+ * The image's top-level directories that live on the rootfs volume: what a sandbox writes under
+ * them survives a pause and goes with a fork. The kernel's filesystems and the workspace cannot
+ * be among them; a merged-/usr image's /bin, /lib and /sbin are links into /usr, which is.
+ */
+export const DEFAULT_ROOTFS_PATHS = ["etc", "home", "opt", "root", "srv", "tmp", "usr", "var"];
+const NOT_ON_ROOTFS = ["dev", "proc", "sys", "workspace"];
+
+const rootfsPath = z
+  .string()
+  .regex(/^[^/]{1,255}$/, { error: "must be one top-level directory name such as usr" })
+  .refine(p => p !== "." && p !== ".." && !p.includes("\0"), {
+    error: "must be one top-level directory name",
+  })
+  .refine(p => !NOT_ON_ROOTFS.includes(p), {
+    error: `must not be ${NOT_ON_ROOTFS.join(", ")}: the runtime and CubePod mount those`,
+  });
+
+const rootfsSchema = z.object({
+  size: size().default(DEFAULT_ROOTFS_SIZE),
+  paths: z
+    .array(rootfsPath)
+    .min(1, { error: "must name at least one directory" })
+    .max(32)
+    .refine(ps => new Set(ps).size === ps.length, { error: "must not name a directory twice" })
+    .default(DEFAULT_ROOTFS_PATHS)
+    .meta({
+      description:
+        "Filesystem mode: the image's top-level directories copied onto the rootfs volume at its first start and mounted from it, so that what the sandbox writes there is kept.",
+    }),
+});
+
 export const egressSchema = z
   .object({
     enabled: z.boolean().default(false),
@@ -120,7 +152,7 @@ export const podTemplateSpecSchema = z.object({
     .meta({ description: "RuntimeClass of the sandbox Pod; empty for the cluster default." }),
   volumeMode: z.enum(["Block", "Filesystem"]).default("Block"),
   storageClassName: objectName("StorageClass", "cluster").optional(),
-  rootfs: volumeSize(DEFAULT_ROOTFS_SIZE).default({ size: DEFAULT_ROOTFS_SIZE }),
+  rootfs: rootfsSchema.default({ size: DEFAULT_ROOTFS_SIZE, paths: DEFAULT_ROOTFS_PATHS }),
   workspace: volumeSize(DEFAULT_WORKSPACE_SIZE).default({ size: DEFAULT_WORKSPACE_SIZE }),
   poddInjectorImage: image().default(DEFAULT_PODD_INJECTOR_IMAGE),
   envdPort: z.int().min(1).max(65535).default(DEFAULT_ENVD_PORT),

@@ -326,15 +326,20 @@ function run(o: BoxObservation): BoxPlan {
     });
   }
   const failed = livePods.find(p => p.phase === "Failed" || p.phase === "Succeeded");
+  // A Pod whose containers keep failing before it is ready (a volume that cannot be prepared,
+  // an image without a shell): the sandbox never half-starts, and the box says why.
+  const failing = !failed && !podGoing && pod?.failure ? pod : undefined;
   return plan(o, actions, {
     ...(userResume(o) ? { lastActivityAt: o.now } : {}),
     phase: "Pending",
-    reason: failed ? "PodFailed" : reason,
+    reason: failed ? "PodFailed" : failing ? "PodNotStarting" : reason,
     message: failed
       ? `Pod ${failed.name} ended (${failed.phase}); starting a new one`
-      : podGoing
-        ? "waiting for the previous Pod to terminate"
-        : `waiting for Pod ${pod?.name ?? box.name} to be ready`,
+      : failing
+        ? `Pod ${failing.name} is not starting: ${failing.failure}; the kubelet retries it`
+        : podGoing
+          ? "waiting for the previous Pod to terminate"
+          : `waiting for Pod ${pod?.name ?? box.name} to be ready`,
     podName: pod?.name ?? (podGoing ? undefined : box.name),
     ...volumes,
     rootfsGeneration: prev.rootfsGeneration,

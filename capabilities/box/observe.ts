@@ -160,14 +160,23 @@ export function observedPod(p: kind.Pod): ObservedPod {
     workspaceClaim: vol("workspace"),
     volumeKey: p.metadata?.labels?.[LABEL_VOLUME_KEY],
     ...(p.metadata?.labels?.[LABEL_POD_ROLE] === COPY_ROLE ? { role: "copy" as const } : {}),
-    restarts: (p.status?.containerStatuses ?? []).reduce((n, c) => n + (c.restartCount ?? 0), 0),
+    restarts: [...(p.status?.initContainerStatuses ?? []), ...(p.status?.containerStatuses ?? [])]
+      .map(c => c.restartCount ?? 0)
+      .reduce((n, r) => n + r, 0),
     ...failureOf(p),
   };
 }
 
-/** Why the Pod's last container run failed, if one did: its reason, exit code and message. */
+/**
+ * Why the Pod's last container run failed, if one did: its reason, exit code and message. Init
+ * containers first: one that fails (the rootfs fill, say) keeps the others from starting.
+ */
 function failureOf(p: kind.Pod): { failure?: string } {
-  for (const c of p.status?.containerStatuses ?? []) {
+  const statuses = [
+    ...(p.status?.initContainerStatuses ?? []),
+    ...(p.status?.containerStatuses ?? []),
+  ];
+  for (const c of statuses) {
     const t = c.state?.terminated ?? c.lastState?.terminated;
     if (t && t.exitCode !== 0) {
       const message = t.message ? `: ${t.message.trim()}` : "";

@@ -9,9 +9,10 @@ import type {
 import type { PodTemplateSpec } from "../api/podtemplate";
 import { ANNOTATION_INJECTED, LABEL_BOX } from "./labels";
 import { mtlsSecretName } from "./names";
-import { PODD_BIN_DIR, SANDBOX_CONTAINER } from "./pod";
+import { PODD_BIN_DIR, ROOTFS_MOUNT, ROOTFS_VOLUME, rootfsMounts, SANDBOX_CONTAINER } from "./pod";
 
 export const INSTALLER_CONTAINER = "podd-installer";
+export const ROOTFS_FILL_CONTAINER = "rootfs-fill";
 export const EGRESS_CONTAINER = "egress";
 export const EGRESS_ISOLATE_CONTAINER = "egress-isolate";
 /** The mark of the sidecar's sockets, the only ones the Pod's rules let out (podd/egress). */
@@ -26,7 +27,8 @@ export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
 
 /**
  * Injects the CubePod runtime into a sandbox Pod, given its PodTemplate: the podd-installer init
- * container copying podd-init and podd into an emptyDir mounted at /opt/cubepod/bin, what podd
+ * container copying podd-init and podd into an emptyDir mounted at /opt/cubepod/bin, in
+ * Filesystem mode the rootfs volume as the sandbox's root ({@link rootfsFill}), what podd
  * checks the gateway's credentials against (the gateway's public key and the Pod's own UID), the
  * egress sidecar when enabled, and the per-pod mTLS Secret. The sandbox container loses NET_RAW:
  * with it, its code could forge packets on the node's bridge or watch other Pods' traffic. No
@@ -86,6 +88,9 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
     }
   }
 
+  const rootfsRoot =
+    tpl.volumeMode === "Filesystem" && (spec.volumes ?? []).some(v => v.name === ROOTFS_VOLUME);
+
   withoutServiceAccountToken(spec);
   spec.volumes = upsertAll(spec.volumes ?? [], volumes);
   spec.initContainers = upsertAll(spec.initContainers ?? [], [
@@ -95,12 +100,16 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
       command: ["cp", `${PODD_BIN_DIR}/podd-init`, `${PODD_BIN_DIR}/podd`, `${INSTALLER_TARGET}/`],
       volumeMounts: [{ name: BIN_VOLUME, mountPath: INSTALLER_TARGET }],
     },
+    ...(rootfsRoot ? [rootfsFill(tpl)] : []),
     ...(egress ? [egressIsolation(tpl.poddInjectorImage)] : []),
   ]);
 
   const main = spec.containers.find(c => c.name === SANDBOX_CONTAINER) ?? spec.containers[0];
   if (main) {
     main.volumeMounts = upsertAll(main.volumeMounts ?? [], mainMounts);
+    if (rootfsRoot) {
+      main.volumeMounts = upsertBy(main.volumeMounts, rootfsMounts(tpl.rootfs.paths), "mountPath");
+    }
     main.env = upsertAll(main.env ?? [], mainEnv);
     const caps = main.securityContext?.capabilities;
     main.securityContext = {
@@ -135,6 +144,40 @@ function withoutServiceAccountToken(spec: V1PodSpec): void {
   for (const c of [...(spec.initContainers ?? []), ...spec.containers]) {
     if (c.volumeMounts) c.volumeMounts = c.volumeMounts.filter(m => !tokens.has(m.name));
   }
+}
+
+/**
+ * The init container that fills the rootfs volume from the template's image, on that image, at
+ * the first start of a volume (podd-init fill; a filled volume is kept as it is): the copies
+ * the sandbox container mounts over the image's directories. It runs as root to keep every
+ * file's owner, mode and capabilities, with only the rights that takes, before any sandbox code.
+ */
+function rootfsFill(tpl: PodTemplateSpec): V1Container {
+  return {
+    name: ROOTFS_FILL_CONTAINER,
+    image: tpl.image,
+    command: [`${PODD_BIN_DIR}/podd-init`, "fill"],
+    // Why a fill failed reaches the box's status (PodNotStarting) from its last log lines.
+    terminationMessagePolicy: "FallbackToLogsOnError",
+    env: [
+      { name: "CUBEPOD_ROOTFS_DIRS", value: tpl.rootfs.paths.join(",") },
+      { name: "CUBEPOD_ROOTFS_IMAGE", value: tpl.image },
+    ],
+    volumeMounts: [
+      { name: BIN_VOLUME, mountPath: PODD_BIN_DIR, readOnly: true },
+      { name: ROOTFS_VOLUME, mountPath: ROOTFS_MOUNT },
+    ],
+    ...(tpl.resources ? { resources: tpl.resources } : {}),
+    securityContext: {
+      runAsUser: 0,
+      runAsGroup: 0,
+      allowPrivilegeEscalation: false,
+      capabilities: {
+        drop: ["ALL"],
+        add: ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETFCAP"],
+      },
+    },
+  };
 }
 
 /**
@@ -194,9 +237,14 @@ function egressSidecar(
 
 /** Replaces items with the same name in place, appends the others; keeps the list's order. */
 function upsertAll<T extends { name: string }>(list: T[], items: T[]): T[] {
+  return upsertBy(list, items, "name");
+}
+
+/** Replaces items with the same key in place, appends the others; keeps the list's order. */
+function upsertBy<T, K extends keyof T>(list: T[], items: T[], key: K): T[] {
   const out = [...list];
   for (const item of items) {
-    const i = out.findIndex(x => x.name === item.name);
+    const i = out.findIndex(x => x[key] === item[key]);
     if (i >= 0) out[i] = item;
     else out.push(item);
   }

@@ -1,4 +1,10 @@
-import type { V1Container, V1EnvVar, V1Pod, V1PodSpec } from "@kubernetes/client-node";
+import type {
+  V1Container,
+  V1EnvVar,
+  V1Pod,
+  V1PodSpec,
+  V1VolumeMount,
+} from "@kubernetes/client-node";
 import type { PodBoxSpec } from "../api/podbox";
 import {
   EGRESS_NONE,
@@ -52,13 +58,12 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
     { name: "CUBEPOD_VOLUME_MODE", value: tpl.volumeMode },
     { name: "CUBEPOD_ENVD_PORT", value: String(tpl.envdPort) },
   ];
-  // Without a VM runtime there is no guest kernel to pivot into the rootfs; podd-init must skip it.
-  if (!block && tpl.runtimeClassName === "") env.push({ name: "CUBEPOD_SKIP_PIVOT", value: "1" });
 
   const container: V1Container = {
     name: SANDBOX_CONTAINER,
     image: tpl.image,
     command: PODD_COMMAND,
+    terminationMessagePolicy: "FallbackToLogsOnError",
     ports: [{ name: "envd", containerPort: tpl.envdPort, protocol: "TCP" }],
     readinessProbe: {
       httpGet: { path: "/health", port: "envd" },
@@ -76,7 +81,7 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
         }
       : {
           volumeMounts: [
-            { name: ROOTFS_VOLUME, mountPath: ROOTFS_MOUNT },
+            ...rootfsMounts(tpl.rootfs.paths),
             { name: WORKSPACE_VOLUME, mountPath: WORKSPACE_MOUNT },
           ],
         }),
@@ -114,6 +119,17 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
       ],
     },
   };
+}
+
+/**
+ * The rootfs volume as the sandbox's root, in Filesystem mode: each of the image's top-level
+ * directories the template names is mounted from its copy on the volume (podd-init fill makes
+ * it, injection.ts), so that every write under them lands on the volume. The kubelet mounts
+ * subpaths unprivileged under any runtime, which an overlay and pivot_root in the container
+ * could not do under runc without rights that would reach the node.
+ */
+export function rootfsMounts(paths: string[]): V1VolumeMount[] {
+  return paths.map(p => ({ name: ROOTFS_VOLUME, mountPath: `/${p}`, subPath: p }));
 }
 
 /**

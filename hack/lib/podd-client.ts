@@ -104,9 +104,9 @@ export class PoddClient {
     return out;
   }
 
-  /** Runs a shell command as the default user; its stdout, or an error when it fails. */
-  async sh(command: string): Promise<string> {
-    const r = await this.run(command);
+  /** Runs a shell command as `user`, or the default user; its stdout, or an error when it fails. */
+  async sh(command: string, user?: string): Promise<string> {
+    const r = await this.run(command, user);
     if (r.exit !== 0) throw new Error(`${command}: exit ${r.exit}: ${r.stdout}${r.stderr}`);
     return r.stdout;
   }

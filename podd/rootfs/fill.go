@@ -69,6 +69,9 @@ func Fill(src, dst string, dirs []string, image string) (bool, error) {
 		if !info.IsDir() {
 			return false, fmt.Errorf("%s in the image is not a directory (%s): it cannot be mounted over", from, info.Mode().Type())
 		}
+		if c.mount, err = mountOf(from); err != nil {
+			return false, err
+		}
 		if err := c.tree(from, filepath.Join(stage, d)); err != nil {
 			return false, err
 		}
@@ -115,9 +118,30 @@ func writeMarker(dst, image string) error {
 type inode struct{ dev, ino uint64 }
 
 // copier copies trees; links remembers the copy of every file with more than one name, so that
-// hard links stay links.
+// hard links stay links. dev is the filesystem of the directory being copied: what is mounted
+// inside it (the runtime's files such as /etc/resolv.conf, CubePod's own /opt/cubepod/bin) is
+// the container's, not the image's, and the copy gets only an empty stand-in to mount over.
 type copier struct {
 	links map[inode]string
+	mount mountID
+}
+
+// mountID names the mount a path is on: its mount ID, which a bind mount from the same
+// filesystem has its own of too, or, from a kernel that gives none, its filesystem's device.
+type mountID struct {
+	id    uint64
+	isDev bool
+}
+
+func mountOf(path string) (mountID, error) {
+	var stx unix.Statx_t
+	if err := unix.Statx(unix.AT_FDCWD, path, unix.AT_SYMLINK_NOFOLLOW, unix.STATX_MNT_ID, &stx); err != nil {
+		return mountID{}, err
+	}
+	if stx.Mask&unix.STATX_MNT_ID == 0 {
+		return mountID{uint64(stx.Dev_major)<<32 | uint64(stx.Dev_minor), true}, nil
+	}
+	return mountID{stx.Mnt_id, false}, nil
 }
 
 // tree copies the directory from onto to (which does not exist yet), depth first; a
@@ -146,6 +170,11 @@ func (c *copier) entry(from, to string) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(from, &st); err != nil {
 		return err
+	}
+	if mount, err := mountOf(from); err != nil {
+		return err
+	} else if mount != c.mount {
+		return mountPoint(from, to, &st)
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFDIR:
@@ -180,6 +209,24 @@ func (c *copier) entry(from, to string) error {
 		// Device nodes and sockets are the runtime's to make (/dev), never an image's to keep.
 		return nil
 	}
+}
+
+// mountPoint makes the empty stand-in of something mounted at from: a directory or an empty
+// file, with the mount's owner and mode.
+func mountPoint(from, to string, st *unix.Stat_t) error {
+	var err error
+	if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		err = os.Mkdir(to, 0o700)
+	} else {
+		var f *os.File
+		if f, err = os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err == nil {
+			err = f.Close()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return finish(from, to, st)
 }
 
 func copyFile(from, to string) error {

@@ -166,3 +166,33 @@ func TestFillRefusesWhatCannotBeMounted(t *testing.T) {
 		t.Error("a refused fill marked the volume filled")
 	}
 }
+
+func TestFillLeavesWhatIsMountedInTheImage(t *testing.T) {
+	src, dst := image(t), t.TempDir()
+	// As in the fill's container: CubePod's binaries and the runtime's /etc/hosts are mounts.
+	bin, hosts := filepath.Join(src, "opt/cubepod/bin"), filepath.Join(src, "etc/hosts")
+	must(t, os.MkdirAll(bin, 0o755))
+	must(t, os.WriteFile(hosts, []byte("image's\n"), 0o644))
+	runtimeHosts := filepath.Join(t.TempDir(), "hosts")
+	must(t, os.WriteFile(runtimeHosts, []byte("127.0.0.1 runtime's\n"), 0o644))
+	if err := unix.Mount("tmpfs", bin, "tmpfs", 0, "mode=0755"); err != nil {
+		t.Skipf("mounting needs CAP_SYS_ADMIN: %v", err)
+	}
+	t.Cleanup(func() { _ = unix.Unmount(bin, unix.MNT_DETACH) })
+	must(t, unix.Mount(runtimeHosts, hosts, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { _ = unix.Unmount(hosts, unix.MNT_DETACH) })
+	must(t, os.WriteFile(filepath.Join(bin, "podd"), []byte("daemon"), 0o755))
+
+	if _, err := Fill(src, dst, []string{"opt", "etc"}, "i"); err != nil {
+		t.Fatal(err)
+	}
+	if entries, err := os.ReadDir(filepath.Join(dst, "opt/cubepod/bin")); err != nil || len(entries) != 0 {
+		t.Errorf("a mounted directory is copied as an empty one: %v %v", entries, err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "etc/hosts")); err != nil || len(b) != 0 {
+		t.Errorf("a mounted file is copied as an empty one: %q %v", b, err)
+	}
+	if _, err := os.Lstat(filepath.Join(dst, "etc/shadow")); err != nil {
+		t.Errorf("the rest of etc: %v", err)
+	}
+}

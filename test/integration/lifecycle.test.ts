@@ -49,6 +49,7 @@ describe("PodBox lifecycle, observed in the API server", () => {
     // The Pod went through admission like any sandbox Pod, and belongs to the box.
     expect(pod.spec.initContainers.map((c: Obj) => c.name)).toEqual([
       "podd-installer",
+      "rootfs-fill",
       "egress-isolate",
     ]);
     expect(pod.spec.containers.map((c: Obj) => c.name)).toEqual(["sandbox", "egress"]);

@@ -12,6 +12,7 @@ import {
 } from "./deployed-module";
 import { inNamespace } from "./lifecycle-helpers";
 import { PoddClient } from "../../hack/lib/podd-client";
+import { ALL_INSTALLED, install, installed } from "./installed-tree";
 
 /*
  * Sandboxes that really run, on the real node (hack/cluster/real-node.sh): podd under runc, on
@@ -26,7 +27,6 @@ let ns: string;
 let h: ReturnType<typeof inNamespace>;
 /** The deployed gateway's token key, from which its credentials for the daemons follow. */
 let tokenKey: string;
-const ROOTFS_FILE = "/mnt/cubepod/rootfs/upper/etc/agent.conf";
 const WORKSPACE_FILE = "/workspace/notes.txt";
 const VOLUME_SIZE = "64Mi";
 
@@ -132,17 +132,22 @@ const resume = async (name: string) => {
 };
 
 describe("a sandbox on the real node (Filesystem)", () => {
-  it("keeps both volumes' files across a pause; a fork (Copy) has them, apart from its parent; a reset keeps only the workspace", async () => {
+  it("keeps what an agent installs and its workspace across a pause; a fork (Copy) has them, apart from its parent; a reset keeps only the workspace", async () => {
     await h.createBox("agent", { templateRef: "fs" });
     let podd = await running("agent");
+    // The volume's copy of the image is the image: owners, set-user-ID bits, the user's home.
+    expect(
+      await podd.sh("id -un; stat -c %U ~; sudo -n id -un; . /etc/os-release; echo $ID", "user"),
+    ).toBe("user\nuser\nroot\ndebian\n");
     await write(podd, WORKSPACE_FILE, "in the workspace");
-    await write(podd, ROOTFS_FILE, "in the rootfs");
+    await install(podd);
+    expect(await installed(podd)).toBe(ALL_INSTALLED);
 
     await pause("agent");
     expect(await h.podsOf("agent")).toEqual([]);
     podd = await resume("agent");
     expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
-    expect(await read(podd, ROOTFS_FILE)).toBe("in the rootfs");
+    expect(await installed(podd)).toBe(ALL_INSTALLED);
 
     // The fork waits for its copy Pod, which runs on the real node and copies both volumes.
     await h.createBox("agent-fork", { templateRef: "fs", forkFrom: "agent" });
@@ -153,19 +158,24 @@ describe("a sandbox on the real node (Filesystem)", () => {
     expect(events.body.items.map((e: Obj) => e.reason)).toContain("ForkCopying");
     expect(await h.podsOf("agent-fork")).toEqual(["agent-fork"]);
     expect(await read(child, WORKSPACE_FILE)).toBe("in the workspace");
-    expect(await read(child, ROOTFS_FILE)).toBe("in the rootfs");
+    expect(await installed(child)).toBe(ALL_INSTALLED);
+    expect(await child.sh("sudo -n id -un", "user")).toBe("root\n");
     await write(child, WORKSPACE_FILE, "the fork's own");
     await write(child, "/workspace/only-in-fork", "x");
+    await child.sh("echo mine > /etc/only-in-fork", "root");
     expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
     expect(await read(podd, "/workspace/only-in-fork")).toBeUndefined();
+    expect(await podd.sh("ls /etc/only-in-fork 2>/dev/null; true")).toBe("");
 
     await h.patchBox("agent", { rootfsGeneration: 2 });
     podd = await running("agent", "RootFSReset");
     expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
-    expect(await read(podd, ROOTFS_FILE)).toBeUndefined();
+    expect(await installed(podd)).toBe("");
+    // The image's root again, not an empty one.
+    expect(await podd.sh("id -un; sudo -n id -un", "user")).toBe("user\nroot\n");
   });
 
-  it("hands out a running warm standby with an empty workspace", async () => {
+  it("hands out a running warm standby with an empty workspace and the image's root", async () => {
     await kube.mustCreate(paths.podwarmpools(ns), {
       apiVersion: "pod.cubeplex.ai/v1alpha1",
       kind: "PodWarmPool",
@@ -180,10 +190,29 @@ describe("a sandbox on the real node (Filesystem)", () => {
     await h.createBox("claimed", { warmPoolRef: "pool" });
     const podd = await running("claimed", "WarmPoolClaimed");
     expect(await sh(podd, "ls -A /workspace")).toBe("");
+    expect(await installed(podd)).toBe("");
     await kube.mergePatch(paths.podwarmpools(ns, "pool"), { spec: { replicas: 0 } });
   });
 
-  it("deletes its volumes with Delete; keeps them with Retain, for a new box to re-attach by volumeKey", async () => {
+  it("never half-starts a sandbox whose root cannot be filled, and says why", async () => {
+    // The image's /bin is a link into /usr (merged /usr): nothing can be mounted over it.
+    const spec = {
+      ...realTemplate("Filesystem", VOLUME_SIZE),
+      rootfs: { size: VOLUME_SIZE, paths: ["usr", "bin"] },
+    };
+    await kube.mustCreate(paths.podtemplates(ns), podTemplate("links", spec));
+    await h.createBox("unfillable", { templateRef: "links" });
+    const box = await h.waitPhase("unfillable", "Pending", "PodNotStarting", 120_000);
+    expect(box.status.message).toMatch(
+      /^Pod unfillable is not starting: container rootfs-fill exited 1 \(Error\): .*\/bin in the image is not a directory/,
+    );
+    await h.waitEvent("unfillable", "PodNotStarting");
+    const pod = (await kube.get(paths.pods(ns, "unfillable"))).body;
+    expect(pod.status.containerStatuses[0].state.running).toBeUndefined();
+    await kube.delete(paths.podboxes(ns, "unfillable"));
+  });
+
+  it("deletes its volumes with Delete; keeps them with Retain, root and workspace, for a new box to re-attach by volumeKey", async () => {
     await h.createBox("gone", { templateRef: "fs" });
     await write(await running("gone"), WORKSPACE_FILE, "x");
     const pvs = await boundVolumes("gone");
@@ -193,11 +222,15 @@ describe("a sandbox on the real node (Filesystem)", () => {
     expect(readdirSync(volumesDir).filter(f => pvs.some(pv => f.startsWith(pv)))).toEqual([]);
 
     await h.createBox("kept", { templateRef: "fs", volumeReclaimPolicy: "Retain" });
-    await write(await running("kept"), WORKSPACE_FILE, "kept for later");
+    const kept = await running("kept");
+    await write(kept, WORKSPACE_FILE, "kept for later");
+    await install(kept);
     await kube.delete(paths.podboxes(ns, "kept"));
     await h.waitGone(paths.podboxes(ns, "kept"), 60_000);
     await h.createBox("again", { templateRef: "fs", volumeKey: "kept" });
-    expect(await read(await running("again"), WORKSPACE_FILE)).toBe("kept for later");
+    const again = await running("again");
+    expect(await read(again, WORKSPACE_FILE)).toBe("kept for later");
+    expect(await installed(again)).toBe(ALL_INSTALLED);
   });
 });
 

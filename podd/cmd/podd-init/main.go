@@ -7,10 +7,9 @@
 //	                   image's directories to copy onto the rootfs volume at /mnt/cubepod/rootfs
 //	                   unless it was filled already; CUBEPOD_ROOTFS_IMAGE, the image's name)
 //
-// In Filesystem mode the kubelet has mounted both volumes already: /workspace, and the rootfs at
-// /mnt/cubepod/rootfs. Under a VM runtime podd-init would make the rootfs the guest's root;
-// without one (CUBEPOD_SKIP_PIVOT=1, or Block mode on runc, which cannot mount the devices
-// unprivileged) it only prepares the directories the sandbox writes to and starts the daemon.
+// In Filesystem mode the kubelet has mounted both volumes already: /workspace, and the image's
+// top-level directories from their copies on the rootfs volume, which the rootfs-fill init
+// container (podd-init fill, on the template's image) made at the volume's first start.
 package main
 
 import (
@@ -22,10 +21,8 @@ import (
 	"cubepod.local/podd/rootfs"
 )
 
-const (
-	workspace   = "/workspace"
-	rootfsMount = "/mnt/cubepod/rootfs"
-)
+// rootfsMount is where the fill's container has the whole rootfs volume.
+const rootfsMount = "/mnt/cubepod/rootfs"
 
 func main() {
 	if len(os.Args) < 2 {
@@ -34,14 +31,6 @@ func main() {
 	if os.Args[1] == "fill" {
 		fill(os.Getenv)
 		return
-	}
-	if os.Getenv("CUBEPOD_VOLUME_MODE") != "Block" {
-		// The upper layer holds what the sandbox writes outside /workspace, on the rootfs volume.
-		for _, dir := range []string{workspace, rootfsMount + "/upper"} {
-			if err := os.MkdirAll(dir, 0o755); err != nil {
-				fail("preparing %s: %v", dir, err)
-			}
-		}
 	}
 	if err := syscall.Exec(os.Args[1], os.Args[1:], os.Environ()); err != nil {
 		fail("starting %s: %v", os.Args[1], err)

@@ -142,6 +142,32 @@ const INVALID: Case[] = [
   },
   {
     kind: "PodTemplate",
+    spec: tpl({ rootfs: { paths: ["usr/local"] } }),
+    message: "spec.rootfs.paths[0]: must be one top-level directory name such as usr",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { paths: ["usr", "proc"] } }),
+    message:
+      "spec.rootfs.paths[1]: must not be dev, proc, sys, workspace: the runtime and CubePod mount those",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { paths: [".."] } }),
+    message: "spec.rootfs.paths[0]: must be one top-level directory name",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { paths: ["etc", "etc"] } }),
+    message: "spec.rootfs.paths: must not name a directory twice",
+  },
+  {
+    kind: "PodTemplate",
+    spec: tpl({ rootfs: { paths: [] } }),
+    message: "spec.rootfs.paths: must name at least one directory",
+  },
+  {
+    kind: "PodTemplate",
     spec: tpl({ env: [{ name: "A".repeat(10 * 1024), value: "x" }] }),
     message: "spec.env[0].name: must be at most 1024 characters",
   },
@@ -411,7 +437,7 @@ describe("admission rules", () => {
         image: "img",
         runtimeClassName: "kata-qemu",
         volumeMode: "Block",
-        rootfs: { size: "10Gi" },
+        rootfs: { size: "10Gi", paths: ["etc", "home", "opt", "root", "srv", "tmp", "usr", "var"] },
         workspace: { size: "20Gi" },
         poddInjectorImage: "ghcr.io/cubeplex/podd-injector:v0.1.0",
         envdPort: 49983,

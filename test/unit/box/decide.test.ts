@@ -209,6 +209,20 @@ describe("decideBox: Running", () => {
     expect(p.status.conditions![0].lastTransitionTime).toBe(EARLIER);
   });
 
+  it("says why a Pod keeps failing before it is ready, as a Warning, and leaves it to the kubelet", () => {
+    const failure = "container rootfs-fill exited 1 (Error): podd-init: no space left on device";
+    const p = decideBox(
+      obs({ pvcs: VOLUMES, pods: [pod({ ready: false, phase: "Pending", restarts: 3, failure })] }),
+    );
+    expect(types(p)).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "PodNotStarting",
+      message: `Pod box is not starting: ${failure}; the kubelet retries it`,
+    });
+    expect(p.events[0]).toMatchObject({ type: "Warning", reason: "PodNotStarting" });
+  });
+
   it("replaces a Pod that ended", () => {
     const failed = decideBox(
       obs({ pvcs: VOLUMES, pods: [pod({ phase: "Failed", ready: false })], status: running() }),

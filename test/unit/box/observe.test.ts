@@ -134,4 +134,28 @@ describe("observedPod", () => {
     pod.status = { phase: "Succeeded" };
     expect(observedPod(pod).failure).toBeUndefined();
   });
+
+  it("names a failing init container first: the sandbox's own never started", () => {
+    const status = (name: string, exitCode: number, restartCount: number) => ({
+      name,
+      image: "i",
+      imageID: "",
+      ready: false,
+      restartCount,
+      lastState: { terminated: { exitCode, reason: "Error", message: `${name} failed` } },
+    });
+    const pod: kind.Pod = {
+      metadata: { name: "box" },
+      spec: { containers: [] },
+      status: {
+        phase: "Pending",
+        initContainerStatuses: [status("podd-installer", 0, 0), status("rootfs-fill", 1, 3)],
+        containerStatuses: [status("sandbox", 2, 1)],
+      },
+    };
+    expect(observedPod(pod)).toMatchObject({
+      restarts: 4,
+      failure: "container rootfs-fill exited 1 (Error): rootfs-fill failed",
+    });
+  });
 });

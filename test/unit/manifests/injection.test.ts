@@ -188,6 +188,66 @@ describe("injectRuntime", () => {
     expect(injectRuntime(once, t.spec, KEY)).toEqual(once);
   });
 
+  it("in Filesystem mode, fills the rootfs volume from the template's image before the sandbox starts", () => {
+    const t = template({ volumeMode: "Filesystem", egress: EGRESS });
+    const pod = injectRuntime(built(t), t.spec, KEY);
+    const names = pod.spec?.initContainers?.map(c => c.name);
+    // After podd-installer (it runs the copied podd-init), before any sandbox code.
+    expect(names).toEqual(["podd-installer", "rootfs-fill", "egress-isolate"]);
+    expect(pod.spec?.initContainers?.[1]).toEqual({
+      name: "rootfs-fill",
+      image: "ghcr.io/x/sandbox:1",
+      command: ["/opt/cubepod/bin/podd-init", "fill"],
+      terminationMessagePolicy: "FallbackToLogsOnError",
+      env: [
+        { name: "CUBEPOD_ROOTFS_DIRS", value: "etc,home,opt,root,srv,tmp,usr,var" },
+        { name: "CUBEPOD_ROOTFS_IMAGE", value: "ghcr.io/x/sandbox:1" },
+      ],
+      volumeMounts: [
+        { name: "cubepod-bin", mountPath: "/opt/cubepod/bin", readOnly: true },
+        { name: "rootfs", mountPath: "/mnt/cubepod/rootfs" },
+      ],
+      securityContext: {
+        runAsUser: 0,
+        runAsGroup: 0,
+        allowPrivilegeEscalation: false,
+        capabilities: {
+          drop: ["ALL"],
+          add: ["CHOWN", "DAC_OVERRIDE", "DAC_READ_SEARCH", "FOWNER", "FSETID", "SETFCAP"],
+        },
+      },
+    });
+    // The sandbox has the volume's copies as its directories, and the whole volume nowhere.
+    const mounts = pod.spec?.containers[0].volumeMounts ?? [];
+    expect(mounts.filter(m => m.name === "rootfs").map(m => [m.mountPath, m.subPath])).toEqual(
+      ["etc", "home", "opt", "root", "srv", "tmp", "usr", "var"].map(p => [`/${p}`, p]),
+    );
+  });
+
+  it("fills nothing in Block mode, whose devices podd-init mounts", () => {
+    const t = template();
+    const pod = injectRuntime(built(t), t.spec, KEY);
+    expect(pod.spec?.initContainers?.map(c => c.name)).toEqual(["podd-installer"]);
+  });
+
+  it("gives a hand-written Filesystem Pod with a rootfs volume the same root as a built one", () => {
+    const t = template({ volumeMode: "Filesystem" });
+    const hand = handWritten();
+    hand.spec!.volumes = [{ name: "rootfs", persistentVolumeClaim: { claimName: "r" } }];
+    // A mount of its own at one of the paths is replaced, not doubled.
+    hand.spec!.containers[0].volumeMounts = [{ name: "rootfs", mountPath: "/usr" }];
+    const out = injectRuntime(hand, t.spec, KEY);
+    const ours = injectRuntime(built(t), t.spec, KEY);
+    expect(out.spec?.initContainers).toEqual(ours.spec?.initContainers);
+    const rootfs = (p: V1Pod) =>
+      p.spec?.containers[0].volumeMounts
+        ?.filter(m => m.name === "rootfs")
+        .sort((a, b) => a.mountPath.localeCompare(b.mountPath));
+    expect(rootfs(out)).toEqual(rootfs(ours));
+    // Without a rootfs volume, nothing to fill.
+    expect(injectRuntime(handWritten(), t.spec, KEY).spec?.initContainers).toHaveLength(1);
+  });
+
   it("does not change its input", () => {
     const t = template({ egress: EGRESS });
     const pod = built(t);

@@ -1,4 +1,5 @@
 import { buildBoxPod } from "../../../capabilities/manifests/pod";
+import { DEFAULT_ROOTFS_PATHS } from "../../../capabilities/api/podtemplate";
 import { templateHash } from "../../../capabilities/manifests/template-hash";
 import { OWNER, template } from "../fixtures";
 
@@ -49,32 +50,35 @@ describe("buildBoxPod", () => {
       { name: "workspace", devicePath: "/dev/cubepod-workspace" },
     ]);
     expect(c.volumeMounts).toBeUndefined();
-    expect(envOf(pod).CUBEPOD_SKIP_PIVOT).toBeUndefined();
     expect(envOf(pod).CUBEPOD_VOLUME_MODE).toBe("Block");
   });
 
-  it("mounts the rootfs and workspace in Filesystem mode, keeping the pivot under a VM runtime", () => {
+  it("mounts the template's root directories from the rootfs volume in Filesystem mode", () => {
     const pod = buildBoxPod(input(template({ volumeMode: "Filesystem" })));
     const c = pod.spec!.containers[0];
     expect(c.volumeMounts).toEqual([
-      { name: "rootfs", mountPath: "/mnt/cubepod/rootfs" },
+      ...DEFAULT_ROOTFS_PATHS.map(p => ({ name: "rootfs", mountPath: `/${p}`, subPath: p })),
       { name: "workspace", mountPath: "/workspace" },
     ]);
     expect(c.volumeDevices).toBeUndefined();
     expect(pod.spec?.runtimeClassName).toBe("kata-qemu");
-    expect(envOf(pod).CUBEPOD_SKIP_PIVOT).toBeUndefined();
   });
 
-  it("omits the runtime class and skips the pivot for Filesystem without a runtime class", () => {
-    const pod = buildBoxPod(input(template({ volumeMode: "Filesystem", runtimeClassName: "" })));
-    expect(pod.spec).not.toHaveProperty("runtimeClassName");
-    expect(envOf(pod).CUBEPOD_SKIP_PIVOT).toBe("1");
+  it("mounts only the directories a template names", () => {
+    const tpl = template({ volumeMode: "Filesystem" });
+    tpl.spec.rootfs.paths = ["usr", "etc"];
+    expect(buildBoxPod(input(tpl)).spec!.containers[0].volumeMounts).toEqual([
+      { name: "rootfs", mountPath: "/usr", subPath: "usr" },
+      { name: "rootfs", mountPath: "/etc", subPath: "etc" },
+      { name: "workspace", mountPath: "/workspace" },
+    ]);
   });
 
-  it("omits the runtime class in Block mode without one, and still does not skip the pivot", () => {
-    const pod = buildBoxPod(input(template({ runtimeClassName: "" })));
-    expect(pod.spec).not.toHaveProperty("runtimeClassName");
-    expect(envOf(pod).CUBEPOD_SKIP_PIVOT).toBeUndefined();
+  it("omits the runtime class when the template has none, in either mode", () => {
+    for (const volumeMode of ["Filesystem", "Block"] as const) {
+      const pod = buildBoxPod(input(template({ volumeMode, runtimeClassName: "" })));
+      expect(pod.spec).not.toHaveProperty("runtimeClassName");
+    }
   });
 
   it("carries the template's env, resources and envd port", () => {
