@@ -189,6 +189,8 @@ function egressIsolation(injectorImage: string): V1Container {
     name: EGRESS_ISOLATE_CONTAINER,
     image: injectorImage,
     command: [EGRESS_PROGRAM, "isolate"],
+    // Why the rules could not be written (a runtime without nftables) reaches the box's status.
+    terminationMessagePolicy: "FallbackToLogsOnError",
     env: [{ name: "CUBEPOD_EGRESS_MARK", value: EGRESS_MARK }],
     securityContext: {
       runAsUser: 0,

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok, helm and kube-router from the Go module proxy,
+# Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok,
+# helm, kube-router and gVisor (runsc, containerd-shim-runsc-v1) from the Go module proxy,
 # at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
 # not rebuilt. Usage: hack/cluster/build.sh
 set -euo pipefail
@@ -63,6 +64,29 @@ if ! stamp_ok kube-router "$KUBE_ROUTER_VERSION"; then
   go get "github.com/cloudnativelabs/kube-router/v2/cmd/kube-router@$KUBE_ROUTER_VERSION" >/dev/null
   go build -ldflags "-s -w" -o "$CUBEPOD_BIN/kube-router" github.com/cloudnativelabs/kube-router/v2/cmd/kube-router
   stamp kube-router "$KUBE_ROUTER_VERSION"
+fi
+
+# --- gVisor (the real node's sandboxing runtime) --------------------------------------------
+# One change to the module's source: its shim lowers its own oom_score_adj to -999 and fails when
+# it may not, and this machine denies every process that (no CAP_SYS_RESOURCE; containerd's
+# restrict_oom_score_adj is the same allowance for runc). The shim keeps containerd's score.
+if ! stamp_ok runsc "$GVISOR_VERSION" || ! stamp_ok containerd-shim-runsc-v1.real "$GVISOR_VERSION"; then
+  log "building gVisor $GVISOR_VERSION (runsc, containerd-shim-runsc-v1)"
+  d=$CUBEPOD_CACHE/src/gvisor-$GVISOR_VERSION
+  rm -rf "$d" && mkdir -p "$d"
+  src=$(go mod download -json "gvisor.dev/gvisor@$GVISOR_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp -r "$src" "$d/gvisor" && chmod -R u+w "$d/gvisor"
+  manager=$d/gvisor/pkg/shim/v1/manager.go
+  grep -q 'oomScoreMax = -999' "$manager" || { echo "error: gVisor's shim no longer sets oomScoreMax = -999 in $manager: review the change" >&2; exit 1; }
+  sed -i 's/oomScoreMax = -999/oomScoreMax = 0/' "$manager"
+  (cd "$d/gvisor" && go build -trimpath -ldflags "-s -w -X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" \
+    -o "$d/bin/" ./runsc ./shim)
+  mv "$d/bin/runsc" "$CUBEPOD_BIN/runsc"
+  # The real one: containerd runs it through runsc-shim.sh (real-node.sh installs it).
+  mv "$d/bin/shim" "$CUBEPOD_BIN/containerd-shim-runsc-v1.real"
+  rm -rf "$d"
+  stamp runsc "$GVISOR_VERSION"
+  stamp containerd-shim-runsc-v1.real "$GVISOR_VERSION"
 fi
 
 # --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# A real node beside kwok's: containerd + runc + a CNI bridge + kubelet on this machine, registered
-# with the local API server as cubepod-real-0. Its Pods get addresses of 198.18.0.0/24 (a range
-# set aside for test networks) on the bridge cubepod0, reachable from this machine only: no route
-# or NAT leads off it. It is tainted cubepod.dev/real-node:NoSchedule, so only Pods that tolerate
-# the taint land there; kwok keeps everything else.
+# A real node beside kwok's: containerd + runc and gVisor (the RuntimeClass gvisor) + a CNI bridge
+# + kubelet on this machine, registered with the local API server as cubepod-real-0. Its Pods get
+# addresses of 198.18.0.0/24 (a range set aside for test networks) on the bridge cubepod0,
+# reachable from this machine only: no route or NAT leads off it. It is tainted
+# cubepod.dev/real-node:NoSchedule, so only Pods that tolerate the taint land there; kwok keeps
+# everything else.
 #   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static,
 #                        iptables, ipset)
 #                        when missing, start containerd, the volume provisioner of the StorageClass
@@ -24,7 +25,7 @@ KUBELET_HEALTHZ_PORT=${CUBEPOD_KUBELET_HEALTHZ_PORT:-10268}
 KUBE_ROUTER_HEALTH_PORT=${CUBEPOD_KUBE_ROUTER_HEALTH_PORT:-10269}
 
 fill() { # template -> stdout
-  sed -e "s#@RUN@#$RUN#g" -e "s#@PKI@#$PKI#g" -e "s#@POD_SUBNET@#$REAL_POD_SUBNET#g" \
+  sed -e "s#@RUN@#$RUN#g" -e "s#@BIN@#$CUBEPOD_BIN#g" -e "s#@LOGS@#$LOGS#g" -e "s#@PKI@#$PKI#g" -e "s#@POD_SUBNET@#$REAL_POD_SUBNET#g" \
     -e "s#@GATEWAY_IP@#$REAL_GATEWAY_IP#g" -e "s#@SERVICE_CIDR@#$SERVICE_CIDR#g" -e "s#^port: .*#port: $KUBELET_PORT#" \
     -e "s#^healthzPort: .*#healthzPort: $KUBELET_HEALTHZ_PORT#" "$1"
 }
@@ -159,6 +160,10 @@ start)
   node_certs
   kubelet_kubeconfig
   fill "$here/manifests/containerd.toml" >"$RUN/containerd.toml"
+  fill "$here/manifests/runsc.toml" >"$RUN/runsc.toml"
+  [ -x "$CUBEPOD_BIN/runsc" ] || die "no runsc in $CUBEPOD_BIN: run hack/cluster/build.sh"
+  install -m 755 "$here/runsc-shim.sh" "$CUBEPOD_BIN/containerd-shim-runsc-v1"
+  mkdir -p "$LOGS/runsc"
   fill "$here/manifests/cni.conflist" >"$RUN/cni/net.d/10-cubepod.conflist"
   fill "$here/manifests/kubelet.yaml" >"$RUN/kubelet.yaml"
   # The bridge (the CNI plugin reuses it) carries the node IP, which the kubelet needs before any Pod.
@@ -180,7 +185,7 @@ start)
     --kubeconfig "$RUN/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
     --node-ip "$REAL_GATEWAY_IP" --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" \
     --node-labels "cubepod.dev/node=real"
-  kubectl apply -f "$here/manifests/storage-class.yaml" >/dev/null
+  kubectl apply -f "$here/manifests/storage-class.yaml" -f "$here/manifests/runtime-class.yaml" >/dev/null
   start local-volumes npx tsx "$here/local-volumes.ts"
   wait_for "node $REAL_NODE_NAME" 120 sh -c "kubectl get node $REAL_NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' 2>/dev/null | grep -q True" \
     || { tail -20 "$LOGS/kubelet.log" >&2; die "the kubelet did not make $REAL_NODE_NAME Ready: see $LOGS/kubelet.log"; }
@@ -204,6 +209,9 @@ stop)
   # Shims and containers outlive containerd; so do the mounts and network namespaces of their Pods.
   pkill -KILL -f "containerd-shim-runc-v2.*$RUN" 2>/dev/null || true
   pkill -KILL -f "containerd-shim-runc-v2 -namespace k8s.io -address $SOCK" 2>/dev/null || true
+  # gVisor's shims, and the sandboxes (runsc-sandbox, runsc-gofer) they started.
+  pkill -KILL -f "containerd-shim-runsc-v1.real.*$SOCK" 2>/dev/null || true
+  pkill -KILL -f "runsc.*--root=$RUN/runsc" 2>/dev/null || true
   grep -o " $RUN[^ ]*" /proc/mounts | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep '^cni-' || true); do ip netns delete "$ns" || true; done
   ip link delete cubepod0 2>/dev/null || true

@@ -6,6 +6,9 @@ KWOK_VERSION=v0.8.0
 HELM_VERSION=v3.22.0
 # The real node's NetworkPolicy enforcement (its policy controller only).
 KUBE_ROUTER_VERSION=v2.1.0
+# The real node's sandboxing runtime: gVisor's runsc and its containerd shim (the go branch, as
+# the module proxy serves it).
+GVISOR_VERSION=v0.0.0-20260905035102-160fafc42237
 # Where binaries and Go caches live: outside the work tree, reused by later runs and CI.
 CUBEPOD_CACHE=${CUBEPOD_CACHE:-$HOME/.cache/cubepod}
 CUBEPOD_BIN=$CUBEPOD_CACHE/bin

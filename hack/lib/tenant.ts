@@ -9,14 +9,24 @@ import { apiKeySecret, podTemplate, realTemplate } from "./objects";
  */
 export async function realTenant(
   kube: Kube,
-  opts: { prefix: string; template: string; replicas: number; size?: string },
+  opts: {
+    prefix: string;
+    template: string;
+    replicas: number;
+    size?: string;
+    /** The sandboxes' RuntimeClass: the real node's runc (none) or `gvisor`. */
+    runtimeClassName?: string;
+  },
 ): Promise<{ ns: string; key: string }> {
   const ns = await kube.namespace(opts.prefix);
   const key = `e2b_${randomBytes(20).toString("hex")}`;
   await kube.mustCreate(paths.secrets(ns), apiKeySecret(`${opts.prefix}-agents`, key));
   await kube.mustCreate(
     paths.podtemplates(ns),
-    podTemplate(opts.template, realTemplate("Filesystem", opts.size ?? "64Mi")),
+    podTemplate(opts.template, {
+      ...realTemplate("Filesystem", opts.size ?? "64Mi"),
+      runtimeClassName: opts.runtimeClassName ?? "",
+    }),
   );
   await kube.mustCreate(paths.podwarmpools(ns), {
     apiVersion: "pod.cubeplex.ai/v1alpha1",

@@ -1,0 +1,86 @@
+import { randomBytes } from "node:crypto";
+import { release } from "node:os";
+import { CLUSTER_DIR, Kube, paths } from "../../hack/lib/kube";
+import { podTemplate, realTemplate } from "../../hack/lib/objects";
+import { PoddClient } from "../../hack/lib/podd-client";
+import { ALL_INSTALLED, install, installed } from "./installed-tree";
+import { inNamespace } from "./lifecycle-helpers";
+
+/*
+ * Sandboxes under gVisor on the real node (the RuntimeClass gvisor, handler runsc: real-node.sh):
+ * the boundary their code meets, and the rootfs volume as their root there as under runc. The
+ * module is the local one; each daemon is called on its Pod IP as the gateway calls it.
+ */
+
+const kube = new Kube();
+const SIZE = "64Mi";
+let ns: string;
+let h: ReturnType<typeof inNamespace>;
+
+beforeAll(async () => {
+  ns = await kube.namespace("it-gvisor");
+  h = inNamespace(kube, ns);
+  const spec = { ...realTemplate("Filesystem", SIZE), runtimeClassName: "gvisor" };
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("gvisor", spec));
+  await kube.mustCreate(
+    paths.podtemplates(ns),
+    podTemplate("runc", realTemplate("Filesystem", SIZE)),
+  );
+});
+afterAll(async () => {
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  kube.close();
+});
+
+async function running(name: string, reason?: string): Promise<PoddClient> {
+  return PoddClient.open(await h.waitPhase(name, "Running", reason, 120_000));
+}
+
+describe("a sandbox under gVisor", () => {
+  it("runs on its own kernel and sees none of the node: processes, files, other sandboxes' volumes", async () => {
+    // Another tenant's data, on a runc sandbox of the same node.
+    const secret = `other-${randomBytes(6).toString("hex")}`;
+    await h.createBox("neighbour", { templateRef: "runc" });
+    await (await running("neighbour")).write(`/workspace/${secret}`, "theirs");
+
+    await h.createBox("guest", { templateRef: "gvisor" });
+    const podd = await running("guest");
+    const root = (command: string) => podd.sh(command, "root");
+    const pod = (await kube.get(paths.pods(ns, "guest"))).body;
+    expect(pod.spec.runtimeClassName).toBe("gvisor");
+
+    expect(await root("uname -r")).not.toBe(`${release()}\n`);
+    expect(await root("dmesg")).toContain("Starting gVisor");
+    // Its processes are its own: podd and what it started, none of the node's.
+    const processes = await root("cat /proc/[0-9]*/comm");
+    expect(processes).toContain("podd");
+    for (const node of ["kubelet", "containerd", "kube-apiserver", "etcd", "systemd"]) {
+      expect(processes.split("\n")).not.toContain(node);
+    }
+    // Not the node's root: the cluster's state directory and the other sandbox's file are nowhere.
+    expect(await root(`test -e ${CLUSTER_DIR} && echo seen || echo unseen`)).toBe("unseen\n");
+    const found = await root(
+      `find / -path /proc -prune -o -path /sys -prune -o -name ${secret} -print 2>/dev/null; true`,
+    );
+    expect(found).toBe("");
+    // Even as root it cannot load kernel modules or reach the host's devices.
+    expect(await root("ls /dev")).not.toMatch(/\b(sda|vda|nvme0n1|kvm|mem)\b/);
+  });
+
+  it("has the rootfs volume as its root: what it installs survives a pause, and a reset drops it", async () => {
+    await h.createBox("installer", { templateRef: "gvisor" });
+    let podd = await running("installer");
+    // The image's tree as filled onto the volume: its user, and sudo for it (set-user-ID).
+    expect(await podd.sh("id -un; sudo -n id -un", "user")).toBe("user\nroot\n");
+    await install(podd);
+    await h.patchBox("installer", { desiredState: "Paused" });
+    await h.waitPhase("installer", "Paused", undefined, 60_000);
+    await h.patchBox("installer", { desiredState: "Running" });
+    podd = await running("installer", "Resumed");
+    expect(await installed(podd)).toBe(ALL_INSTALLED);
+
+    await h.patchBox("installer", { rootfsGeneration: 2 });
+    podd = await running("installer", "RootFSReset");
+    expect(await installed(podd)).toBe("");
+  });
+});
