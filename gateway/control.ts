@@ -459,17 +459,24 @@ export class ControlApi {
         this.boxes.get(ns, id)?.metadata?.annotations?.[ANNOTATION_TIMEOUT] ??
           DEFAULT_TIMEOUT_SECONDS,
       );
+    // Its timeout counts from when it serves again, as a create's does (#make).
+    const whileStarting = Math.max(seconds, Math.ceil(this.config.startTimeoutMs / 1000));
     const run = (async () => {
+      const since = Date.now();
       const written = sandboxStart.startTimer({ step: "write" });
       const patched = await this.client.mergePatch<PodBox>(paths.podBoxes(ns, id), {
         metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()) } },
-        spec: { desiredState: "Running", expiresAt: endAt(seconds) },
+        spec: { desiredState: "Running", expiresAt: endAt(whileStarting) },
       });
       written();
       // The operator may be pausing it still (its expiry came): only a status that answers
       // this write says where it runs.
       const generation = patched.metadata?.generation ?? 0;
-      return this.#start(ns, id, await this.#keptEnvVars(ns, id), generation);
+      const started = await this.#start(ns, id, await this.#keptEnvVars(ns, id), generation);
+      if (whileStarting !== seconds || Date.now() - since > START_SLACK_MS) {
+        await this.#setEnd(ns, id, seconds);
+      }
+      return started;
     })().finally(() => this.#resuming.delete(key));
     this.#resuming.set(key, run);
     return run;

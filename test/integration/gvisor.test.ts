@@ -67,17 +67,21 @@ describe("a sandbox under gVisor", () => {
     expect(await root("ls /dev")).not.toMatch(/\b(sda|vda|nvme0n1|kvm|mem)\b/);
   });
 
-  it("has the rootfs volume as its root: what it installs survives a pause, and a reset drops it", async () => {
+  it("has the rootfs volume as its root: what it installs survives a pause (a new boot), and a reset drops it", async () => {
     await h.createBox("installer", { templateRef: "gvisor" });
     let podd = await running("installer");
     // The image's tree as filled onto the volume: its user, and sudo for it (set-user-ID).
     expect(await podd.sh("id -un; sudo -n id -un", "user")).toBe("user\nroot\n");
     await install(podd);
+    const bootId = () => podd.sh("cat /proc/sys/kernel/random/boot_id");
+    const booted = await bootId();
     await h.patchBox("installer", { desiredState: "Paused" });
     await h.waitPhase("installer", "Paused", undefined, 60_000);
     await h.patchBox("installer", { desiredState: "Running" });
     podd = await running("installer", "Resumed");
     expect(await installed(podd)).toBe(ALL_INSTALLED);
+    // A kernel of its own, booted anew (what E2B's filesystem-only pause tests read).
+    expect(await bootId()).not.toBe(booted);
 
     await h.patchBox("installer", { rootfsGeneration: 2 });
     podd = await running("installer", "RootFSReset");
