@@ -140,6 +140,22 @@ const schedulingFields = {
     .meta({ description: "PriorityClass of the sandbox Pods." }),
 };
 
+export const securitySchema = z
+  .object({
+    allowPrivilegeEscalation: z.boolean().default(false).meta({
+      description:
+        "Set-user-ID programs such as sudo may raise the sandbox user's privileges (E2B's images give their user sudo); off, the kernel refuses them (no_new_privs).",
+    }),
+    seccompProfile: z.enum(["RuntimeDefault", "Unconfined"]).default("RuntimeDefault").meta({
+      description:
+        "The sandbox Pod's seccomp profile: the runtime's default filter, or none (debuggers, strace).",
+    }),
+  })
+  .meta({
+    description:
+      "How far the sandbox's own code may reach: hardened unless a field here relaxes it.",
+  });
+
 export const podTemplateSpecSchema = z.object({
   image: image().meta({ description: "The sandbox image (its root filesystem)." }),
   runtimeClassName: z
@@ -168,6 +184,10 @@ export const podTemplateSpecSchema = z.object({
   env: z.array(envVarSchema).optional(),
   egress: egressSchema.optional(),
   network: networkSchema.default({ egress: "Internet" }),
+  security: securitySchema.default({
+    allowPrivilegeEscalation: false,
+    seccompProfile: "RuntimeDefault",
+  }),
   mtls: mtlsSchema.optional(),
   ...schedulingFields,
   forkStrategy: z

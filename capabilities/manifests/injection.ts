@@ -3,6 +3,7 @@ import type {
   V1EnvVar,
   V1Pod,
   V1PodSpec,
+  V1SecurityContext,
   V1Volume,
   V1VolumeMount,
 } from "@kubernetes/client-node";
@@ -30,9 +31,9 @@ export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
  * container copying podd-init and podd into an emptyDir mounted at /opt/cubepod/bin, in
  * Filesystem mode the rootfs volume as the sandbox's root ({@link rootfsFill}), what podd
  * checks the gateway's credentials against (the gateway's public key and the Pod's own UID), the
- * egress sidecar when enabled, and the per-pod mTLS Secret. The sandbox container loses NET_RAW:
- * with it, its code could forge packets on the node's bridge or watch other Pods' traffic. No
- * container keeps a service account token: sandboxed code would act as the account.
+ * egress sidecar when enabled, and the per-pod mTLS Secret. The sandbox container is hardened
+ * ({@link sandboxSecurity}) and the Pod gets the template's seccomp profile. No container keeps a
+ * service account token: sandboxed code would act as the account.
  * Returns a new Pod; the input is not changed.
  *
  * Idempotent: every injected item is upserted by name, so injecting twice equals injecting once,
@@ -99,6 +100,8 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
       image: tpl.poddInjectorImage,
       command: ["cp", `${PODD_BIN_DIR}/podd-init`, `${PODD_BIN_DIR}/podd`, `${INSTALLER_TARGET}/`],
       volumeMounts: [{ name: BIN_VOLUME, mountPath: INSTALLER_TARGET }],
+      // A copy into an emptyDir anyone may write to needs no capability.
+      securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
     },
     ...(rootfsRoot ? [rootfsFill(tpl)] : []),
     ...(egress ? [egressIsolation(tpl.poddInjectorImage)] : []),
@@ -111,12 +114,12 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
       main.volumeMounts = upsertBy(main.volumeMounts, rootfsMounts(tpl.rootfs.paths), "mountPath");
     }
     main.env = upsertAll(main.env ?? [], mainEnv);
-    const caps = main.securityContext?.capabilities;
-    main.securityContext = {
-      ...main.securityContext,
-      capabilities: { ...caps, drop: [...new Set([...(caps?.drop ?? []), "NET_RAW"])] },
-    };
+    main.securityContext = sandboxSecurity(tpl, main.securityContext);
   }
+  spec.securityContext = {
+    ...spec.securityContext,
+    seccompProfile: { type: tpl.security.seccompProfile },
+  };
 
   if (egress) {
     spec.containers = upsertAll(spec.containers, [egressSidecar(egress, tpl.poddInjectorImage)]);
@@ -125,6 +128,39 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
   out.metadata = out.metadata ?? {};
   out.metadata.annotations = { ...out.metadata.annotations, [ANNOTATION_INJECTED]: "true" };
   return out;
+}
+
+/**
+ * What podd needs and no more, whatever the Pod declared: it runs as root to start commands as
+ * the sandbox's user (SETUID, SETGID), to write files with their owner (CHOWN, FOWNER,
+ * DAC_OVERRIDE, FSETID), to signal them (KILL), for sudo's audit records (AUDIT_WRITE) and
+ * servers on low ports (NET_BIND_SERVICE). Not NET_RAW: with it the sandbox's code could forge
+ * packets on the node's bridge or watch other Pods' traffic; nor MKNOD, SETPCAP, SETFCAP,
+ * SYS_CHROOT. No privilege escalation unless the template allows it (sudo), never privileged.
+ */
+export const SANDBOX_CAPABILITIES = [
+  "AUDIT_WRITE",
+  "CHOWN",
+  "DAC_OVERRIDE",
+  "FOWNER",
+  "FSETID",
+  "KILL",
+  "NET_BIND_SERVICE",
+  "SETGID",
+  "SETUID",
+];
+
+function sandboxSecurity(
+  tpl: PodTemplateSpec,
+  declared: V1SecurityContext | undefined,
+): V1SecurityContext {
+  return {
+    ...declared,
+    privileged: false,
+    allowPrivilegeEscalation: tpl.security.allowPrivilegeEscalation,
+    capabilities: { drop: ["ALL"], add: SANDBOX_CAPABILITIES },
+    seccompProfile: { type: tpl.security.seccompProfile },
+  };
 }
 
 /**

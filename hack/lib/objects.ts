@@ -22,6 +22,8 @@ export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
     volumeMode,
     storageClassName: "cubepod-local",
     forkStrategy: "Copy",
+    // The Debian image is E2B's kind: its user has sudo, which needs set-user-ID to work.
+    security: { allowPrivilegeEscalation: true },
     rootfs: { size },
     workspace: { size },
     ...REAL_NODE_PLACEMENT,

@@ -194,6 +194,26 @@ describe("a sandbox on the real node (Filesystem)", () => {
     await kube.mergePatch(paths.podwarmpools(ns, "pool"), { spec: { replicas: 0 } });
   });
 
+  it("runs hardened unless the template relaxes it: no escalation, seccomp, podd's capabilities only", async () => {
+    const spec = { ...realTemplate("Filesystem", VOLUME_SIZE), security: {} };
+    await kube.mustCreate(paths.podtemplates(ns), podTemplate("hardened", spec));
+    await h.createBox("hardened", { templateRef: "hardened" });
+    const podd = await running("hardened");
+    const status = await podd.sh(
+      "grep -E '^(NoNewPrivs|Seccomp|CapBnd):' /proc/self/status",
+      "user",
+    );
+    // CAP_CHOWN, DAC_OVERRIDE, FOWNER, FSETID, KILL, SETGID, SETUID, NET_BIND_SERVICE, AUDIT_WRITE.
+    expect(status).toBe("CapBnd:\t00000000200004fb\nNoNewPrivs:\t1\nSeccomp:\t2\n");
+    const sudo = await podd.run("sudo -n id -un", "user");
+    expect(sudo.exit).not.toBe(0);
+    expect(sudo.stderr).toContain("no new privileges");
+    // Root in the sandbox is root without the node's rights: no raw sockets, no device nodes.
+    const root = await podd.run("mknod /tmp/dev c 1 3 || echo refused", "root");
+    expect(root.stdout).toContain("refused");
+    await kube.delete(paths.podboxes(ns, "hardened"));
+  });
+
   it("never half-starts a sandbox whose root cannot be filled, and says why", async () => {
     // The image's /bin is a link into /usr (merged /usr): nothing can be mounted over it.
     const spec = {

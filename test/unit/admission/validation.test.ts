@@ -142,6 +142,12 @@ const INVALID: Case[] = [
   },
   {
     kind: "PodTemplate",
+    spec: tpl({ security: { seccompProfile: "Localhost" } }),
+    message:
+      'spec.security.seccompProfile: must be one of "RuntimeDefault", "Unconfined" (got "Localhost")',
+  },
+  {
+    kind: "PodTemplate",
     spec: tpl({ rootfs: { paths: ["usr/local"] } }),
     message: "spec.rootfs.paths[0]: must be one top-level directory name such as usr",
   },
@@ -444,6 +450,7 @@ describe("admission rules", () => {
         user: "user",
         forkStrategy: "Clone",
         network: { egress: "Internet" },
+        security: { allowPrivilegeEscalation: false, seccompProfile: "RuntimeDefault" },
       },
     });
     expect(validatePodBox({ warmPoolRef: "pool" }, { name: "b" })).toEqual({

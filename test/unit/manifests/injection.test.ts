@@ -1,5 +1,5 @@
 import type { V1Pod } from "@kubernetes/client-node";
-import { injectRuntime } from "../../../capabilities/manifests/injection";
+import { injectRuntime, SANDBOX_CAPABILITIES } from "../../../capabilities/manifests/injection";
 import { buildBoxPod } from "../../../capabilities/manifests/pod";
 import { template } from "../fixtures";
 
@@ -33,6 +33,7 @@ describe("injectRuntime", () => {
         image: "ghcr.io/cubeplex/podd-injector:v0.1.0",
         command: ["cp", "/opt/cubepod/bin/podd-init", "/opt/cubepod/bin/podd", "/cubepod-bin/"],
         volumeMounts: [{ name: "cubepod-bin", mountPath: "/cubepod-bin" }],
+        securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
       },
     ]);
     expect(pod.spec?.volumes).toContainEqual({ name: "cubepod-bin", emptyDir: {} });
@@ -88,7 +89,7 @@ describe("injectRuntime", () => {
     });
   });
 
-  it("gives the daemon the gateway's public key and its Pod's UID, and takes NET_RAW away", () => {
+  it("gives the daemon the gateway's public key and its Pod's UID", () => {
     const t = template();
     const pod = injectRuntime(built(t), t.spec, KEY);
     const sandbox = pod.spec!.containers[0];
@@ -97,16 +98,49 @@ describe("injectRuntime", () => {
       name: "CUBEPOD_POD_UID",
       valueFrom: { fieldRef: { fieldPath: "metadata.uid" } },
     });
-    expect(sandbox.securityContext?.capabilities?.drop).toEqual(["NET_RAW"]);
-    // A key declared in Git is replaced; capabilities the Pod drops already stay dropped.
+    // A key declared in Git is replaced.
     const hand = handWritten();
     hand.spec!.containers[0].env = [{ name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: "forged" }];
-    hand.spec!.containers[0].securityContext = { capabilities: { drop: ["SYS_CHROOT"] } };
     const main = injectRuntime(hand, t.spec, KEY).spec!.containers[0];
     expect(main.env?.filter(e => e.name === "CUBEPOD_CONTROL_PUBLIC_KEY")).toEqual([
       { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: KEY },
     ]);
-    expect(main.securityContext?.capabilities?.drop).toEqual(["SYS_CHROOT", "NET_RAW"]);
+  });
+
+  it("hardens the sandbox: podd's capabilities only, no escalation, the runtime's seccomp filter", () => {
+    const t = template();
+    const pod = injectRuntime(built(t), t.spec, KEY);
+    expect(pod.spec?.containers[0].securityContext).toEqual({
+      privileged: false,
+      allowPrivilegeEscalation: false,
+      capabilities: { drop: ["ALL"], add: SANDBOX_CAPABILITIES },
+      seccompProfile: { type: "RuntimeDefault" },
+    });
+    expect(pod.spec?.securityContext?.seccompProfile).toEqual({ type: "RuntimeDefault" });
+    expect(SANDBOX_CAPABILITIES).not.toContain("NET_RAW");
+    expect(SANDBOX_CAPABILITIES).not.toContain("SYS_ADMIN");
+  });
+
+  it("relaxes only what the template says, and nothing a Pod declares", () => {
+    const t = template({
+      security: { allowPrivilegeEscalation: true, seccompProfile: "Unconfined" },
+    });
+    const hand = handWritten();
+    hand.spec!.securityContext = { seccompProfile: { type: "Localhost", localhostProfile: "x" } };
+    hand.spec!.containers[0].securityContext = {
+      privileged: true,
+      runAsUser: 0,
+      capabilities: { add: ["SYS_ADMIN", "NET_RAW"] },
+    };
+    const pod = injectRuntime(hand, t.spec, KEY);
+    expect(pod.spec?.containers[0].securityContext).toEqual({
+      runAsUser: 0,
+      privileged: false,
+      allowPrivilegeEscalation: true,
+      capabilities: { drop: ["ALL"], add: SANDBOX_CAPABILITIES },
+      seccompProfile: { type: "Unconfined" },
+    });
+    expect(pod.spec?.securityContext?.seccompProfile).toEqual({ type: "Unconfined" });
   });
 
   it("with egress, isolates the Pod before the sandbox starts: only the sidecar's marked sockets leave", () => {
