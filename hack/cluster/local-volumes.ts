@@ -12,7 +12,8 @@
  * Part of the local environment, not of the operator. Runs as root (loop devices, device nodes).
  */
 import { execFileSync } from "node:child_process";
-import { existsSync, mkdirSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
+import { rm } from "node:fs/promises";
 import { join } from "node:path";
 import { CLUSTER_DIR, Kube, Obj } from "../lib/kube";
 
@@ -20,6 +21,20 @@ export const STORAGE_CLASS = "cubepod-local";
 const PROVISIONER = "cubepod.dev/local-volumes";
 const NODE = process.env.CUBEPOD_REAL_NODE_NAME ?? "cubepod-real-0";
 const VOLUMES = join(CLUSTER_DIR, "real-node", "volumes");
+/**
+ * Where a released volume's data goes to be removed in the background: a filled rootfs is
+ * thousands of files, and removing them in turn would hold up the binds queued behind it.
+ */
+const REMOVING = join(CLUSTER_DIR, "real-node", "volumes-removing");
+
+/** Moves the data out of the volumes' directory at once, and removes it in the background. */
+function discard(path: string): void {
+  if (!existsSync(path)) return;
+  mkdirSync(REMOVING, { recursive: true });
+  const gone = join(REMOVING, `${Date.now()}-${path.split("/").pop()}`);
+  renameSync(path, gone);
+  rm(gone, { recursive: true, force: true }).catch(e => log(`removing ${gone}: ${e.message}`));
+}
 /** The backing file or directory of a PV, on the PV (its `local.path` may be a device node). */
 const ANNOTATION_BACKING = "cubepod.dev/backing";
 
@@ -152,6 +167,7 @@ async function provision(claim: Obj): Promise<void> {
   await kube.mergePatch(`${path}/status`, {
     status: { phase: "Bound", accessModes: claim.spec.accessModes, capacity: { storage: size } },
   });
+  await wakePodsOf(namespace, name);
   for (const clone of waitingClones.values()) {
     const fresh = await kube.get(
       `/api/v1/namespaces/${clone.metadata.namespace}/persistentvolumeclaims/${clone.metadata.name}`,
@@ -165,6 +181,29 @@ async function provision(claim: Obj): Promise<void> {
   );
 }
 
+/**
+ * Wakes the node's Pods that wait for the claim: the kubelet tries a Pod whose claims were not
+ * bound yet again only after its pod worker's back-off (10 s), and any change to the Pod makes
+ * it try at once. Pods reach the node before their claims are bound because the local scheduler
+ * runs without its volume plugins (kwok binds claims without volumes), which a cluster's
+ * scheduler would not allow.
+ */
+async function wakePodsOf(namespace: string, claim: string): Promise<void> {
+  const pods = await kube.get(
+    `/api/v1/namespaces/${namespace}/pods?fieldSelector=${encodeURIComponent(`spec.nodeName=${NODE},status.phase=Pending`)}`,
+  );
+  for (const pod of (pods.body.items ?? []) as Obj[]) {
+    if (!(pod.spec.volumes ?? []).some((v: Obj) => v.persistentVolumeClaim?.claimName === claim))
+      continue;
+    const woken = await kube.mergePatch(
+      `/api/v1/namespaces/${namespace}/pods/${pod.metadata.name}`,
+      { metadata: { annotations: { "cubepod.dev/claim-bound": claim } } },
+    );
+    if (woken.status !== 200)
+      log(`waking ${namespace}/${pod.metadata.name}: ${woken.body.message}`);
+  }
+}
+
 /** Removes a PV whose claim is gone, and its data. */
 async function release(pv: Obj): Promise<void> {
   const backing = pv.metadata.annotations?.[ANNOTATION_BACKING] as string | undefined;
@@ -173,7 +212,7 @@ async function release(pv: Obj): Promise<void> {
       detach(backing);
       rmSync(`${join(VOLUMES, pv.metadata.name)}.dev`, { force: true });
     }
-    rmSync(backing, { recursive: true, force: true });
+    discard(backing);
   }
   // The API server puts pv-protection on every PV; its controller is not run here (no volume is
   // in use once its claim is gone), so the provisioner lifts it itself.
@@ -190,6 +229,11 @@ const ours = (claim: Obj) => claim.spec?.storageClassName === STORAGE_CLASS;
 
 /** Everything at once: binds what is unbound, releases what lost its claim, re-attaches loops. */
 async function resync(): Promise<string> {
+  // What a provisioner stopped half-way through removing.
+  if (existsSync(REMOVING)) {
+    for (const left of readdirSync(REMOVING))
+      rmSync(join(REMOVING, left), { recursive: true, force: true });
+  }
   const claims = await kube.get("/api/v1/persistentvolumeclaims");
   const pvs = await kube.get("/api/v1/persistentvolumes");
   const uids = new Set<string>(claims.body.items.map((c: Obj) => c.metadata.uid));
