@@ -16,6 +16,8 @@ export async function realTenant(
     size?: string;
     /** The sandboxes' RuntimeClass: the real node's runc (none) or `gvisor`. */
     runtimeClassName?: string;
+    /** The image's directories on the rootfs volume (the template's default when unset). */
+    rootfsPaths?: string[];
   },
 ): Promise<{ ns: string; key: string }> {
   const ns = await kube.namespace(opts.prefix);
@@ -26,6 +28,9 @@ export async function realTenant(
     podTemplate(opts.template, {
       ...realTemplate("Filesystem", opts.size ?? "64Mi"),
       runtimeClassName: opts.runtimeClassName ?? "",
+      ...(opts.rootfsPaths
+        ? { rootfs: { size: opts.size ?? "64Mi", paths: opts.rootfsPaths } }
+        : {}),
     }),
   );
   await kube.mustCreate(paths.podwarmpools(ns), {

@@ -66,6 +66,10 @@ async function tenant(kube: Kube): Promise<{ ns: string; key: string }> {
     template: "base",
     replicas: POOL,
     size: "256Mi",
+    // E2B's tests keep files in the home directory and /tmp, not in /usr: without it on the
+    // rootfs volume, a standby's first start copies a few MiB instead of the whole image, and
+    // the pool keeps up with the suites' bursts. The real-node tier covers /usr.
+    rootfsPaths: ["etc", "home", "opt", "root", "srv", "tmp", "var"],
   });
   await kube.waitFor(
     paths.podwarmpools(t.ns, "base"),
