@@ -43,6 +43,11 @@ export type Config = {
    */
   controlPublicKey?: string;
   network: NetworkConfig;
+  /**
+   * RuntimeClasses whose Pods run in a VM with a kernel of their own: only there does a Block
+   * mode sandbox get the rights podd-init needs to format and mount its devices.
+   */
+  vmRuntimeClasses: string[];
   failpoint?: Failpoint;
 };
 
@@ -71,6 +76,18 @@ export const DEFAULT_CLUSTER_NETWORKS = [
   "0.0.0.0/8",
   "fc00::/7",
   "fe80::/10",
+];
+
+/** Kata Containers' RuntimeClasses as kata-deploy installs them: each Pod is a VM. */
+export const DEFAULT_VM_RUNTIME_CLASSES = [
+  "kata",
+  "kata-qemu",
+  "kata-clh",
+  "kata-fc",
+  "kata-dragonball",
+  "kata-qemu-snp",
+  "kata-qemu-tdx",
+  "kata-qemu-sev",
 ];
 
 type Env = Record<string, string | undefined>;
@@ -157,6 +174,7 @@ const CONTROL_PUBLIC_KEY = "CUBEPOD_CONTROL_PUBLIC_KEY";
 const CLUSTER_NETWORKS = "CUBEPOD_CLUSTER_NETWORKS";
 const GATEWAY_NAMESPACE = "CUBEPOD_GATEWAY_NAMESPACE";
 const NETWORK_POLICY = "CUBEPOD_NETWORK_POLICY";
+const VM_RUNTIME_CLASSES = "CUBEPOD_VM_RUNTIME_CLASSES";
 
 /** The settings as documented: every variable the module reads, with its default. */
 export const SETTINGS: Setting[] = [
@@ -192,6 +210,12 @@ export const SETTINGS: Setting[] = [
     default: "unenforced",
     description:
       "`enforced` once the cluster's network plugin enforces NetworkPolicy; until then every template reports `NetworkIsolated=False`",
+  },
+  {
+    variable: VM_RUNTIME_CLASSES,
+    default: DEFAULT_VM_RUNTIME_CLASSES.join(","),
+    description:
+      "RuntimeClasses (comma-separated) whose Pods are VMs with a kernel of their own; `volumeMode: Block` templates must name one, as podd-init formats and mounts the devices there with rights no other runtime gets",
   },
   {
     variable: FAILPOINT,
@@ -264,6 +288,7 @@ export function loadConfig(env: Env = process.env): Config {
       clusterNetworks: parseCIDRs(env[CLUSTER_NETWORKS]?.trim(), problems),
       policyEnforced: parseEnforcement(env[NETWORK_POLICY]?.trim(), problems),
     },
+    vmRuntimeClasses: parseRuntimeClasses(env[VM_RUNTIME_CLASSES]?.trim(), problems),
     failpoint: parseFailpoint(env[FAILPOINT]?.trim(), problems),
   };
   if (problems.length > 0) throw new ConfigError(problems);
@@ -305,6 +330,19 @@ function parseEnforcement(raw: string | undefined, problems: string[]): boolean 
     `${NETWORK_POLICY}: expected "enforced" or "unenforced", got ${JSON.stringify(raw)}`,
   );
   return false;
+}
+
+function parseRuntimeClasses(raw: string | undefined, problems: string[]): string[] {
+  if (!raw) return DEFAULT_VM_RUNTIME_CLASSES;
+  const names = raw.split(",").map(n => n.trim());
+  const dns = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+  const bad = names.filter(n => n.length > 253 || !dns.test(n));
+  if (bad.length > 0) {
+    problems.push(
+      `${VM_RUNTIME_CLASSES}: expected RuntimeClass names separated by commas, got ${JSON.stringify(bad.join(","))}`,
+    );
+  }
+  return names;
 }
 
 function parseFailpoint(raw: string | undefined, problems: string[]): Failpoint | undefined {

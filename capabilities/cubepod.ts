@@ -47,7 +47,7 @@ When(a.Pod)
 // rights a template lends (create Pods, get the Secrets it names).
 When(CubePodTemplate)
   .IsCreatedOrUpdated()
-  .Validate(req => validateTemplateRequest(req, operator.client));
+  .Validate(req => validateTemplateRequest(req, operator.client, config.vmRuntimeClasses));
 
 // PodWarmPools must satisfy their schema.
 When(PodWarmPool).IsCreatedOrUpdated().Validate(validateWarmPoolRequest);

@@ -20,7 +20,7 @@ export class SandboxPodInjector {
   constructor(
     private readonly client: ApiClient,
     private readonly network: NetworkReconciler,
-    private readonly config: Pick<Config, "controlPublicKey">,
+    private readonly config: Pick<Config, "controlPublicKey" | "vmRuntimeClasses">,
   ) {}
 
   /**
@@ -46,7 +46,7 @@ export class SandboxPodInjector {
       (await this.#readTemplate(namespace, templateName));
     // The namespace's sandbox policy exists before the first sandbox Pod does.
     await this.network.ensureNamespace(namespace);
-    const injected = injectRuntime(pod, spec, key);
+    const injected = injectRuntime(pod, spec, key, this.config.vmRuntimeClasses);
     pod.spec = injected.spec;
     pod.metadata = { ...pod.metadata, annotations: injected.metadata?.annotations };
   }

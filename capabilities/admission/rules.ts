@@ -70,6 +70,26 @@ export function validatePodTemplate(spec: unknown): Verdict<PodTemplateSpec> {
   return verdict(s, errors);
 }
 
+/**
+ * Block mode's devices are formatted and mounted by podd-init inside the sandbox, which takes
+ * rights CubePod grants only where the kernel is the sandbox's own: a VM runtime. A template that
+ * names another runtime could never start a box.
+ */
+export function blockModeRule(
+  spec: PodTemplateSpec,
+  vmRuntimeClasses: readonly string[],
+): string[] {
+  if (spec.volumeMode !== "Block" || vmRuntimeClasses.includes(spec.runtimeClassName)) return [];
+  const runtime = spec.runtimeClassName
+    ? `runtimeClassName ${JSON.stringify(spec.runtimeClassName)} is not one`
+    : "no runtimeClassName is the cluster's default runtime, not one";
+  return [
+    `spec.volumeMode: Block needs a VM runtime, one of the RuntimeClasses ${vmRuntimeClasses.join(", ")} ` +
+      `(the module's CUBEPOD_VM_RUNTIME_CLASSES), as the sandbox formats and mounts its devices in its own kernel; ` +
+      `${runtime}: use Filesystem, or one of those`,
+  ];
+}
+
 /** Validates a PodWarmPool's spec. */
 export function validatePodWarmPool(spec: unknown): Verdict<PodWarmPoolSpec> {
   const parsed = parseWithMessages(podWarmPoolSpecSchema, spec);

@@ -25,6 +25,7 @@ export async function dryRunErrors(
   namespace: string,
   name: string,
   spec: PodTemplateSpec,
+  vmRuntimeClasses: readonly string[],
 ): Promise<string[]> {
   const template = { name, spec };
   const volumes = buildBoxPVCs({ namespace, boxName: PROBE, template, rootfsGeneration: 1 });
@@ -39,6 +40,7 @@ export async function dryRunErrors(
     }),
     spec,
     PROBE_KEY,
+    vmRuntimeClasses,
   );
   // The RuntimeClass and Priority admission plugins run before the API's own validation and
   // refuse a class not created yet, which would hide every field error behind it.

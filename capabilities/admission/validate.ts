@@ -3,6 +3,7 @@ import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
 import {
+  blockModeRule,
   nameRule,
   validatePodBox,
   validatePodTemplate,
@@ -26,10 +27,15 @@ const answer = <T extends a.GenericKind, S>(req: Req<T>, verdict: Verdict<S>) =>
  * template would lend (see {@link accessNeeded}), asked of the API server for the requesting user,
  * and what the API server would say of the objects it makes ({@link dryRunErrors}).
  */
-export async function validateTemplateRequest(req: Req<CubePodTemplate>, client: ApiClient) {
+export async function validateTemplateRequest(
+  req: Req<CubePodTemplate>,
+  client: ApiClient,
+  vmRuntimeClasses: readonly string[],
+) {
   if (deleting(req)) return req.Approve();
+  const spec = validatePodTemplate(req.Raw.spec);
   const verdict = withName(
-    validatePodTemplate(req.Raw.spec),
+    spec.ok ? withErrors(spec, blockModeRule(spec.spec, vmRuntimeClasses)) : spec,
     nameRule("PodTemplate", req.Raw.metadata?.name ?? ""),
   );
   // Updates that leave the spec as it was never reach here (webhook-policy.ts, SPEC_CHANGES_ONLY).
@@ -37,7 +43,7 @@ export async function validateTemplateRequest(req: Req<CubePodTemplate>, client:
   const namespace = req.Raw.metadata?.namespace || req.Request.namespace || "";
   const [missing, invalid] = await Promise.all([
     missingAccess(client, req.Request.userInfo, namespace, accessNeeded(verdict.spec)),
-    dryRunErrors(client, namespace, req.Raw.metadata?.name ?? "", verdict.spec),
+    dryRunErrors(client, namespace, req.Raw.metadata?.name ?? "", verdict.spec, vmRuntimeClasses),
   ]);
   if (invalid.length > 0) return req.Deny(invalid.join("; "), 422);
   if (missing.length === 0) return req.Approve();
@@ -54,6 +60,11 @@ export async function validateWarmPoolRequest(req: Req<PodWarmPool>) {
   if (deleting(req)) return req.Approve();
   const name = nameRule("PodWarmPool", req.Raw.metadata?.name ?? "");
   return answer(req, withName(validatePodWarmPool(req.Raw.spec), name));
+}
+
+/** A verdict with the errors of a rule outside the schema added. */
+function withErrors<S>(verdict: Verdict<S>, errors: string[]): Verdict<S> {
+  return errors.length === 0 ? verdict : { ok: false, errors };
 }
 
 /** A verdict with the object's name rule added (names are fixed once created). */

@@ -40,11 +40,19 @@ export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
  * and a Pod declared in Git with some of these items already present ends up the same as one
  * built by the operator.
  *
+ * In Block mode podd-init formats and mounts the devices itself ({@link blockMode}), with rights
+ * the sandbox container gets only under one of `vmRuntimeClasses`, whose kernel is the VM's.
+ *
  * Throws for a template with mTLS and a Pod whose name is not known yet (`generateName`, as every
  * Deployment's and Job's Pods): its Secret is named after the Pod, and all such Pods would share
  * one Secret whose name is not even valid.
  */
-export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey: string): V1Pod {
+export function injectRuntime(
+  pod: V1Pod,
+  tpl: PodTemplateSpec,
+  controlPublicKey: string,
+  vmRuntimeClasses: readonly string[],
+): V1Pod {
   const out: V1Pod = structuredClone(pod);
   const spec = (out.spec ??= { containers: [] });
   const podName = out.metadata?.labels?.[LABEL_BOX] ?? out.metadata?.name ?? "";
@@ -91,6 +99,8 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
 
   const rootfsRoot =
     tpl.volumeMode === "Filesystem" && (spec.volumes ?? []).some(v => v.name === ROOTFS_VOLUME);
+  const block = blockMode(tpl, vmRuntimeClasses);
+  if (block) mainEnv.push(...rootfsEnv(tpl));
 
   withoutServiceAccountToken(spec);
   spec.volumes = upsertAll(spec.volumes ?? [], volumes);
@@ -98,7 +108,13 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
     {
       name: INSTALLER_CONTAINER,
       image: tpl.poddInjectorImage,
-      command: ["cp", `${PODD_BIN_DIR}/podd-init`, `${PODD_BIN_DIR}/podd`, `${INSTALLER_TARGET}/`],
+      command: [
+        "cp",
+        ...(block?.mountable ? ["-r", MKE2FS_DIR] : []),
+        `${PODD_BIN_DIR}/podd-init`,
+        `${PODD_BIN_DIR}/podd`,
+        `${INSTALLER_TARGET}/`,
+      ],
       volumeMounts: [{ name: BIN_VOLUME, mountPath: INSTALLER_TARGET }],
       // A copy into an emptyDir anyone may write to needs no capability.
       securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
@@ -114,7 +130,7 @@ export function injectRuntime(pod: V1Pod, tpl: PodTemplateSpec, controlPublicKey
       main.volumeMounts = upsertBy(main.volumeMounts, rootfsMounts(tpl.rootfs.paths), "mountPath");
     }
     main.env = upsertAll(main.env ?? [], mainEnv);
-    main.securityContext = sandboxSecurity(tpl, main.securityContext);
+    main.securityContext = sandboxSecurity(tpl, main.securityContext, block?.mountable ?? false);
   }
   spec.securityContext = {
     ...spec.securityContext,
@@ -150,15 +166,50 @@ export const SANDBOX_CAPABILITIES = [
   "SETUID",
 ];
 
+/**
+ * What podd-init needs beyond podd in Block mode, and gives up before it becomes podd (from the
+ * bounding set too, so that nothing the sandbox runs gets them back): mounting the devices
+ * (SYS_ADMIN), filling the rootfs device with every file's owner, mode and capabilities
+ * (DAC_READ_SEARCH, SETFCAP), and dropping capabilities (SETPCAP). Granted only under a VM
+ * runtime: there the kernel they act on is the sandbox's own.
+ */
+export const BLOCK_CAPABILITIES = ["DAC_READ_SEARCH", "SETFCAP", "SETPCAP", "SYS_ADMIN"];
+
+/** Where the injector image keeps mke2fs with its libraries and loader (podd-init, Block mode). */
+export const MKE2FS_DIR = `${PODD_BIN_DIR}/mke2fs`;
+
+/**
+ * A Block mode template's devices, and whether podd-init may mount them: only under a
+ * RuntimeClass the module is told is a VM. Elsewhere podd-init stops with a message saying so,
+ * and admission refuses such templates (rules.ts).
+ */
+function blockMode(
+  tpl: PodTemplateSpec,
+  vmRuntimeClasses: readonly string[],
+): { mountable: boolean } | undefined {
+  if (tpl.volumeMode !== "Block") return undefined;
+  return { mountable: vmRuntimeClasses.includes(tpl.runtimeClassName) };
+}
+
+/** What podd-init fills the rootfs volume with: the template's directories, from its image. */
+function rootfsEnv(tpl: PodTemplateSpec): V1EnvVar[] {
+  return [
+    { name: "CUBEPOD_ROOTFS_DIRS", value: tpl.rootfs.paths.join(",") },
+    { name: "CUBEPOD_ROOTFS_IMAGE", value: tpl.image },
+  ];
+}
+
 function sandboxSecurity(
   tpl: PodTemplateSpec,
   declared: V1SecurityContext | undefined,
+  mountsDevices: boolean,
 ): V1SecurityContext {
+  const add = mountsDevices ? [...SANDBOX_CAPABILITIES, ...BLOCK_CAPABILITIES].sort() : undefined;
   return {
     ...declared,
     privileged: false,
     allowPrivilegeEscalation: tpl.security.allowPrivilegeEscalation,
-    capabilities: { drop: ["ALL"], add: SANDBOX_CAPABILITIES },
+    capabilities: { drop: ["ALL"], add: add ?? SANDBOX_CAPABILITIES },
     seccompProfile: { type: tpl.security.seccompProfile },
   };
 }
@@ -195,10 +246,7 @@ function rootfsFill(tpl: PodTemplateSpec): V1Container {
     command: [`${PODD_BIN_DIR}/podd-init`, "fill"],
     // Why a fill failed reaches the box's status (PodNotStarting) from its last log lines.
     terminationMessagePolicy: "FallbackToLogsOnError",
-    env: [
-      { name: "CUBEPOD_ROOTFS_DIRS", value: tpl.rootfs.paths.join(",") },
-      { name: "CUBEPOD_ROOTFS_IMAGE", value: tpl.image },
-    ],
+    env: rootfsEnv(tpl),
     volumeMounts: [
       { name: BIN_VOLUME, mountPath: PODD_BIN_DIR, readOnly: true },
       { name: ROOTFS_VOLUME, mountPath: ROOTFS_MOUNT },

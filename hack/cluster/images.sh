@@ -5,7 +5,8 @@
 #   registry.k8s.io/pause:3.10   the Pod sandbox: sleeps (containerd kills it with SIGKILL)
 #   cubepod.local/busybox:1      a static userland (Debian's busybox-static), for Pods that run for real
 #   cubepod.local/podd-injector:dev  podd-init, podd and cubepod-egress (podd/, static Go programs) in
-#                                /opt/cubepod/bin, the copy program of `forkStrategy: Copy`, and busybox for `cp`
+#                                /opt/cubepod/bin, the copy program of `forkStrategy: Copy`, mke2fs
+#                                (Block mode) and busybox for `cp`
 #   cubepod.local/sandbox:dev    a sandbox's own image: Debian with bash, Python, git, curl and sudo,
 #                                the unprivileged user `user` (uid 1000, home /home/user), from
 #                                sandbox-image.sh (Debian's packages, mmdebstrap)
@@ -71,6 +72,13 @@ mkdir -p "$bin"
   GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build \
   go build -trimpath -ldflags "-s -w" -o "$bin/" ./cmd/podd ./cmd/podd-init ./cmd/cubepod-egress) || die "building podd failed"
 install -m 0755 "$ROOT/podd/podd-copy" "$bin/podd-copy"
+# Debian's mke2fs for podd-init in Block mode, with the libraries it links and their loader, so
+# that it runs on whatever userland the sandbox image has.
+mke2fs=$(command -v mke2fs || echo /sbin/mke2fs)
+mkdir -p "$bin/mke2fs"
+cp -L "$mke2fs" "$bin/mke2fs/mke2fs"
+for lib in $(ldd "$mke2fs" | grep -o '/[^ ]*'); do cp -L "$lib" "$bin/mke2fs/"; done
+[ -x "$bin/mke2fs/ld-linux-x86-64.so.2" ] || die "mke2fs's loader is not ld-linux-x86-64.so.2: $(ldd "$mke2fs")"
 busybox_root "$work/injector"
 oci_image cubepod.local/podd-injector:dev "$work/injector" '["/bin/sh"]'
 # The sandbox image: a Debian userland (sandbox-image.sh), built once per recipe into the cache.

@@ -2,12 +2,16 @@
  * The local module's settings that follow from the local cluster, as `export` lines for
  * module.sh (and the chart's values in the tests): the gateway's public key, from the token key
  * the local gateway uses; the local networks a sandbox's default egress excludes, beside the
- * private ranges; and NetworkPolicy declared enforced, as real-node.sh runs an enforcer.
+ * private ranges; NetworkPolicy declared enforced, as real-node.sh runs an enforcer; and the
+ * RuntimeClass that stands in for a VM on the real node, for Block mode.
  * Usage: module-env.ts TOKEN_KEY_FILE
  */
 import { readFileSync } from "node:fs";
-import { DEFAULT_CLUSTER_NETWORKS } from "../../capabilities/config";
+import { DEFAULT_CLUSTER_NETWORKS, DEFAULT_VM_RUNTIME_CLASSES } from "../../capabilities/config";
 import { PoddControl } from "../../gateway/podd-control";
+
+/** The real node's runc as it stands in for a VM runtime, for Block mode (runtime-class.yaml). */
+export const VM_STANDIN = "vm-standin";
 
 /** The settings, by variable. */
 export function localModuleEnv(tokenKey: string): Record<string, string> {
@@ -20,6 +24,7 @@ export function localModuleEnv(tokenKey: string): Record<string, string> {
     CUBEPOD_CONTROL_PUBLIC_KEY: new PoddControl(tokenKey).publicKey,
     CUBEPOD_CLUSTER_NETWORKS: [...DEFAULT_CLUSTER_NETWORKS, ...local].join(","),
     CUBEPOD_NETWORK_POLICY: "enforced",
+    CUBEPOD_VM_RUNTIME_CLASSES: [...DEFAULT_VM_RUNTIME_CLASSES, VM_STANDIN].join(","),
   };
 }
 

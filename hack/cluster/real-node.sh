@@ -5,7 +5,7 @@
 # reachable from this machine only: no route or NAT leads off it. It is tainted
 # cubepod.dev/real-node:NoSchedule, so only Pods that tolerate the taint land there; kwok keeps
 # everything else.
-#   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static,
+#   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static, e2fsprogs,
 #                        iptables, ipset)
 #                        when missing, start containerd, the volume provisioner of the StorageClass
 #                        cubepod-local (local-volumes.ts) and kubelet, wait until the node is Ready,
@@ -70,6 +70,7 @@ install_packages() {
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v iptables >/dev/null || missing+=(iptables)
   command -v ipset >/dev/null || missing+=(ipset)
+  [ -x /usr/sbin/mke2fs ] || [ -x /sbin/mke2fs ] || missing+=(e2fsprogs)
   [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || missing+=(busybox-static)
   [ ${#missing[@]} = 0 ] && return
   log "installing ${missing[*]} (Debian)"

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto";
 import { validatePodTemplate } from "../../capabilities/admission/rules";
 import { templateHash } from "../../capabilities/manifests/template-hash";
+import { VM_STANDIN } from "../cluster/module-env";
 
 /* The CubePod objects the integration tests and the benchmarks create. */
 
@@ -13,12 +14,15 @@ export const REAL_NODE_PLACEMENT = {
   tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],
 };
 
-/** A PodTemplate for the real node: its images, local volumes of `size` each, forks copied. */
+/**
+ * A PodTemplate for the real node: its images, local volumes of `size` each, forks copied; runc,
+ * and in Block mode runc standing in for the VM that mounts the devices (runtime-class.yaml).
+ */
 export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
   return {
     image: "cubepod.local/sandbox:dev",
     poddInjectorImage: "cubepod.local/podd-injector:dev",
-    runtimeClassName: "",
+    runtimeClassName: volumeMode === "Block" ? VM_STANDIN : "",
     volumeMode,
     storageClassName: "cubepod-local",
     forkStrategy: "Copy",

@@ -1,3 +1,4 @@
+import { localModuleEnv } from "../../hack/cluster/module-env";
 import { denied, Kube, Obj, paths } from "../../hack/lib/kube";
 
 const kube = new Kube();
@@ -105,6 +106,12 @@ const CREATE_DENIALS: [string, string, object, string][] = [
     "boundless",
     { image: "py:3", resources: { limits: { memory: "1e1000" } } },
     "spec.resources.limits.memory: must be at most 8Pi",
+  ],
+  [
+    "PodTemplate",
+    "block-on-gvisor",
+    { image: "py:3", runtimeClassName: "gvisor" },
+    `spec.volumeMode: Block needs a VM runtime, one of the RuntimeClasses ${localModuleEnv("-").CUBEPOD_VM_RUNTIME_CLASSES.split(",").join(", ")} (the module's CUBEPOD_VM_RUNTIME_CLASSES), as the sandbox formats and mounts its devices in its own kernel; runtimeClassName "gvisor" is not one: use Filesystem, or one of those`,
   ],
   // Rules of the Pod API itself, found by a dry run of the Pod the template makes.
   [

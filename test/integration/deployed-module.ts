@@ -25,7 +25,8 @@ const run = (cmd: string, args: string[], input?: string) =>
  * GitOps tool applies a chart (server-side), and waited for: every Deployment available, the
  * webhooks answering through their Service. The module then runs on the controller image built
  * for the node, as its own ServiceAccount with the chart's RBAC, told of the local networks and
- * of the cluster's NetworkPolicy enforcement as an installer tells it, by the chart's values.
+ * of the cluster's NetworkPolicy enforcement and of its VM runtime (the stand-in) as an installer
+ * tells it, by the chart's values.
  */
 export async function deployModule(kube: Kube): Promise<void> {
   const chart = join(ROOT, "dist", "cubepod-chart");
@@ -34,8 +35,9 @@ export async function deployModule(kube: Kube): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), "cubepod-chart-"));
   const values = join(dir, "values.yaml");
   const defaults = parse(readFileSync(join(chart, "values.yaml"), "utf8"));
-  const { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY } = localModuleEnv("unused-key");
-  const local = { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY };
+  const { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY, CUBEPOD_VM_RUNTIME_CLASSES } =
+    localModuleEnv("unused-key");
+  const local = { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY, CUBEPOD_VM_RUNTIME_CLASSES };
   const env = (part: "admission" | "watcher") => [
     ...defaults[part].env,
     ...Object.entries(local).map(([name, value]) => ({ name, value })),

@@ -1,5 +1,5 @@
 import { execFileSync, spawn } from "node:child_process";
-import { readdirSync, readFileSync } from "node:fs";
+import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
 import { auditEvents } from "../../hack/lib/audit";
 import { Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
 import { podTemplate, realTemplate } from "../../hack/lib/objects";
@@ -41,7 +41,8 @@ beforeAll(async () => {
   );
   await kube.mustCreate(
     paths.podtemplates(ns),
-    podTemplate("block", realTemplate("Block", VOLUME_SIZE)),
+    // A device is as large as its claim: the rootfs one holds the image's copy (241 MiB).
+    podTemplate("block", { ...realTemplate("Block", VOLUME_SIZE), rootfs: { size: "512Mi" } }),
   );
 });
 afterAll(async () => {
@@ -256,25 +257,108 @@ describe("a sandbox on the real node (Filesystem)", () => {
 
 const volumesDir = `${process.env.CUBEPOD_CLUSTER_DIR ?? `${__dirname}/../../.cluster`}/real-node/volumes`;
 
-/** The PersistentVolumes bound to a volume key's PVCs. */
-async function boundVolumes(key: string): Promise<string[]> {
+/** The PersistentVolumes bound to a volume key's PVCs (its rootfs or workspace only, if given). */
+async function boundVolumes(key: string, role?: "rootfs" | "workspace"): Promise<string[]> {
   const pvcs = await kube.get(`${paths.pvcs(ns)}?labelSelector=pod.cubeplex.ai/volume-key=${key}`);
-  return pvcs.body.items.map((p: Obj) => p.spec.volumeName as string);
+  return pvcs.body.items
+    .filter((p: Obj) => !role || p.metadata.name.includes(`-${role}`))
+    .map((p: Obj) => p.spec.volumeName as string);
 }
 
 describe("a sandbox on the real node (Block)", () => {
-  it("keeps the bytes of its devices across a pause, and a fork (Copy) has them", async () => {
+  it("gets filesystems on its blank devices and the rootfs as its root: what an agent installs survives a pause, goes with a fork (Copy), and a reset drops it", async () => {
     await h.createBox("raw", { templateRef: "block" });
     let podd = await running("raw");
-    const stamp = "cubepod block data";
-    await sh(podd, `printf '${stamp}' | dd of=/dev/cubepod-workspace conv=fsync 2>/dev/null`);
+    // Both devices are ext4 filesystems now, mounted as the root's directories and /workspace;
+    // the raw devices and the rights that mounted them are gone.
+    expect(
+      await podd.sh(
+        'awk \'$2=="/workspace"||$2=="/usr"||$2=="/etc"{print $2, $3}\' /proc/mounts | sort; ls /dev/cubepod-* 2>&1; grep CapBnd /proc/self/status',
+        "root",
+      ),
+    ).toBe(
+      "/etc ext4\n/usr ext4\n/workspace ext4\n" +
+        "ls: cannot access '/dev/cubepod-*': No such file or directory\nCapBnd:\t00000000200004fb\n",
+    );
+    expect(await podd.sh("id -un; stat -c %U ~; sudo -n id -un", "user")).toBe(
+      "user\nuser\nroot\n",
+    );
+    await write(podd, WORKSPACE_FILE, "in the workspace");
+    await install(podd);
+
     await pause("raw");
     podd = await resume("raw");
-    const readBack = `dd if=/dev/cubepod-workspace bs=${stamp.length} count=1 2>/dev/null`;
-    expect(await sh(podd, readBack)).toBe(stamp);
+    expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await installed(podd)).toBe(ALL_INSTALLED);
 
     await h.createBox("raw-fork", { templateRef: "block", forkFrom: "raw" });
-    expect(await sh(await running("raw-fork", "ForkCloned"), readBack)).toBe(stamp);
+    const child = await running("raw-fork", "ForkCloned");
+    expect(await read(child, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await installed(child)).toBe(ALL_INSTALLED);
+    await child.sh("echo mine > /etc/only-in-fork", "root");
+    expect(await podd.sh("ls /etc/only-in-fork 2>/dev/null; true")).toBe("");
+
+    await h.patchBox("raw", { rootfsGeneration: 2 });
+    podd = await running("raw", "RootFSReset");
+    expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await installed(podd)).toBe("");
+    expect(await podd.sh("id -un; sudo -n id -un", "user")).toBe("user\nroot\n");
+  });
+
+  it("hands out a standby on new devices; re-attaches Retain's devices by volumeKey with their root", async () => {
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "block-pool" },
+      spec: { templateRef: "block", replicas: 1 },
+    });
+    await kube.waitFor(
+      paths.podwarmpools(ns, "block-pool"),
+      o => o?.status?.readyReplicas === 1,
+      120_000,
+    );
+    await h.createBox("block-claimed", { warmPoolRef: "block-pool" });
+    const claimed = await running("block-claimed", "WarmPoolClaimed");
+    expect(await sh(claimed, "ls -A /workspace")).toBe("");
+    expect(await installed(claimed)).toBe("");
+    await kube.mergePatch(paths.podwarmpools(ns, "block-pool"), { spec: { replicas: 0 } });
+
+    await h.createBox("block-kept", { templateRef: "block", volumeReclaimPolicy: "Retain" });
+    const kept = await running("block-kept");
+    await write(kept, WORKSPACE_FILE, "kept for later");
+    await install(kept);
+    await kube.delete(paths.podboxes(ns, "block-kept"));
+    await h.waitGone(paths.podboxes(ns, "block-kept"), 60_000);
+    await h.createBox("block-again", { templateRef: "block", volumeKey: "block-kept" });
+    const again = await running("block-again");
+    expect(await read(again, WORKSPACE_FILE)).toBe("kept for later");
+    expect(await installed(again)).toBe(ALL_INSTALLED);
+  });
+
+  it("never formats a device that holds other data: the box says why, and the data stays", async () => {
+    await h.createBox("reused", { templateRef: "block" });
+    await running("reused");
+    await pause("reused");
+    // As if the volume had been another system's: foreign bytes where a filesystem begins.
+    const [rootfsPV] = await boundVolumes("reused", "rootfs");
+    const image = `${volumesDir}/${rootfsPV}.img`;
+    const foreign = Buffer.alloc(4096, "not a filesystem ");
+    const fd = openSync(image, "r+");
+    writeSync(fd, foreign, 0, foreign.length, 0);
+    closeSync(fd);
+
+    await h.patchBox("reused", { desiredState: "Running" });
+    const box = await h.waitPhase("reused", "Pending", "PodNotStarting", 120_000);
+    expect(box.status.message).toMatch(
+      /^Pod reused is not starting: container sandbox exited 1 \(Error\): podd-init: \/dev\/cubepod-rootfs holds data that is not an ext4 filesystem: not formatting it/,
+    );
+    await h.waitEvent("reused", "PodNotStarting");
+    const head = Buffer.alloc(foreign.length);
+    const rfd = openSync(image, "r");
+    readSync(rfd, head, 0, head.length, 0);
+    closeSync(rfd);
+    expect(head.equals(foreign)).toBe(true);
+    await kube.delete(paths.podboxes(ns, "reused"));
   });
 });
 

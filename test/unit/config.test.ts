@@ -4,6 +4,7 @@ import { join } from "node:path";
 import {
   ConfigError,
   DEFAULT_CLUSTER_NETWORKS,
+  DEFAULT_VM_RUNTIME_CLASSES,
   loadConfig,
   SETTINGS,
 } from "../../capabilities/config";
@@ -36,6 +37,7 @@ describe("loadConfig", () => {
         clusterNetworks: DEFAULT_CLUSTER_NETWORKS,
         policyEnforced: false,
       },
+      vmRuntimeClasses: DEFAULT_VM_RUNTIME_CLASSES,
       failpoint: undefined,
     });
   });
@@ -68,8 +70,19 @@ describe("loadConfig", () => {
     ],
     ["CUBEPOD_GATEWAY_NAMESPACE", "Pepr_System", 'expected a namespace name, got "Pepr_System"'],
     ["CUBEPOD_NETWORK_POLICY", "on", 'expected "enforced" or "unenforced", got "on"'],
+    [
+      "CUBEPOD_VM_RUNTIME_CLASSES",
+      "kata-qemu,,Kata_FC",
+      'expected RuntimeClass names separated by commas, got ",Kata_FC"',
+    ],
   ])("refuses %s=%s, naming the variable", (variable, value, message) => {
     expect(problemsOf({ [variable]: value })).toEqual([`${variable}: ${message}`]);
+  });
+
+  it("reads the VM runtime classes", () => {
+    expect(
+      loadConfig({ CUBEPOD_VM_RUNTIME_CLASSES: "kata-qemu, vm-standin" }).vmRuntimeClasses,
+    ).toEqual(["kata-qemu", "vm-standin"]);
   });
 
   it("reads set values, and an empty one as unset", () => {

@@ -1,7 +1,9 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
+import { DEFAULT_VM_RUNTIME_CLASSES } from "../../../capabilities/config";
 import {
+  blockModeRule,
   PodBoxContext,
   validatePodBox,
   validatePodTemplate,
@@ -485,6 +487,31 @@ describe("admission rules", () => {
 
   it("accepts an empty runtimeClassName (the cluster default)", () => {
     expect(validatePodTemplate(tpl({ runtimeClassName: "" })).ok).toBe(true);
+  });
+});
+
+describe("Block mode needs a VM runtime", () => {
+  const spec = (o: object) => {
+    const v = validatePodTemplate(tpl({ volumeMode: "Block", ...o }));
+    if (!v.ok) throw new Error(v.errors.join("; "));
+    return v.spec;
+  };
+  it("accepts Block under a VM runtime class, and Filesystem under any", () => {
+    expect(
+      blockModeRule(spec({ runtimeClassName: "kata-qemu" }), DEFAULT_VM_RUNTIME_CLASSES),
+    ).toEqual([]);
+    expect(blockModeRule(spec({ runtimeClassName: "vm-standin" }), ["vm-standin"])).toEqual([]);
+    expect(
+      blockModeRule(spec({ volumeMode: "Filesystem", runtimeClassName: "gvisor" }), ["kata"]),
+    ).toEqual([]);
+  });
+  it("refuses Block under another runtime, or the default one, naming the field", () => {
+    expect(blockModeRule(spec({ runtimeClassName: "gvisor" }), ["kata", "kata-qemu"])).toEqual([
+      'spec.volumeMode: Block needs a VM runtime, one of the RuntimeClasses kata, kata-qemu (the module\'s CUBEPOD_VM_RUNTIME_CLASSES), as the sandbox formats and mounts its devices in its own kernel; runtimeClassName "gvisor" is not one: use Filesystem, or one of those',
+    ]);
+    expect(blockModeRule(spec({ runtimeClassName: "" }), ["kata"])[0]).toMatch(
+      /no runtimeClassName is the cluster's default runtime, not one/,
+    );
   });
 });
 

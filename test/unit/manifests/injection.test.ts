@@ -1,9 +1,15 @@
 import type { V1Pod } from "@kubernetes/client-node";
-import { injectRuntime, SANDBOX_CAPABILITIES } from "../../../capabilities/manifests/injection";
+import { DEFAULT_VM_RUNTIME_CLASSES } from "../../../capabilities/config";
+import {
+  BLOCK_CAPABILITIES,
+  injectRuntime,
+  SANDBOX_CAPABILITIES,
+} from "../../../capabilities/manifests/injection";
 import { buildBoxPod } from "../../../capabilities/manifests/pod";
 import { template } from "../fixtures";
 
 const KEY = Buffer.alloc(32, 7).toString("base64");
+const VM = DEFAULT_VM_RUNTIME_CLASSES;
 const EGRESS = { enabled: true, image: "proxy:1", allowHosts: ["pypi.org", "*.github.com"] };
 
 const built = (t = template()) =>
@@ -25,8 +31,8 @@ const handWritten = (): V1Pod => ({
 
 describe("injectRuntime", () => {
   it("adds podd-installer and mounts its emptyDir at /opt/cubepod/bin", () => {
-    const t = template();
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const t = template({ runtimeClassName: "" });
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     expect(pod.spec?.initContainers).toEqual([
       {
         name: "podd-installer",
@@ -48,7 +54,7 @@ describe("injectRuntime", () => {
 
   it("adds the egress sidecar and points the sandbox's proxy at it", () => {
     const t = template({ egress: { ...EGRESS, secretName: "egress-creds" } });
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     const sidecar = pod.spec?.containers.find(c => c.name === "egress");
     expect(sidecar).toMatchObject({ image: "proxy:1", ports: [{ containerPort: 15001 }] });
     expect(sidecar?.env).toContainEqual({
@@ -70,14 +76,14 @@ describe("injectRuntime", () => {
 
   it("leaves the sidecar out when egress is disabled", () => {
     const t = template({ egress: { ...EGRESS, enabled: false } });
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     expect(pod.spec?.containers.map(c => c.name)).toEqual(["sandbox"]);
     expect(pod.spec?.containers[0].env?.map(e => e.name)).not.toContain("HTTPS_PROXY");
   });
 
   it("mounts the per-pod mTLS secret", () => {
     const t = template({ mtls: { enabled: true } });
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     expect(pod.spec?.volumes).toContainEqual({
       name: "cubepod-mtls",
       secret: { secretName: "cubepod-mtls-box", defaultMode: 0o400 },
@@ -91,7 +97,7 @@ describe("injectRuntime", () => {
 
   it("gives the daemon the gateway's public key and its Pod's UID", () => {
     const t = template();
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     const sandbox = pod.spec!.containers[0];
     expect(sandbox.env).toContainEqual({ name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: KEY });
     expect(sandbox.env).toContainEqual({
@@ -101,15 +107,15 @@ describe("injectRuntime", () => {
     // A key declared in Git is replaced.
     const hand = handWritten();
     hand.spec!.containers[0].env = [{ name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: "forged" }];
-    const main = injectRuntime(hand, t.spec, KEY).spec!.containers[0];
+    const main = injectRuntime(hand, t.spec, KEY, VM).spec!.containers[0];
     expect(main.env?.filter(e => e.name === "CUBEPOD_CONTROL_PUBLIC_KEY")).toEqual([
       { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: KEY },
     ]);
   });
 
   it("hardens the sandbox: podd's capabilities only, no escalation, the runtime's seccomp filter", () => {
-    const t = template();
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const t = template({ runtimeClassName: "" });
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     expect(pod.spec?.containers[0].securityContext).toEqual({
       privileged: false,
       allowPrivilegeEscalation: false,
@@ -123,6 +129,7 @@ describe("injectRuntime", () => {
 
   it("relaxes only what the template says, and nothing a Pod declares", () => {
     const t = template({
+      runtimeClassName: "",
       security: { allowPrivilegeEscalation: true, seccompProfile: "Unconfined" },
     });
     const hand = handWritten();
@@ -132,7 +139,7 @@ describe("injectRuntime", () => {
       runAsUser: 0,
       capabilities: { add: ["SYS_ADMIN", "NET_RAW"] },
     };
-    const pod = injectRuntime(hand, t.spec, KEY);
+    const pod = injectRuntime(hand, t.spec, KEY, VM);
     expect(pod.spec?.containers[0].securityContext).toEqual({
       runAsUser: 0,
       privileged: false,
@@ -145,7 +152,7 @@ describe("injectRuntime", () => {
 
   it("with egress, isolates the Pod before the sandbox starts: only the sidecar's marked sockets leave", () => {
     const t = template({ egress: { enabled: true } });
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     expect(pod.spec?.initContainers?.map(c => c.name)).toEqual([
       "podd-installer",
       "egress-isolate",
@@ -165,14 +172,14 @@ describe("injectRuntime", () => {
     });
     expect(own?.env).toContainEqual({ name: "CUBEPOD_EGRESS_MARK", value: "0x4350" });
     const t2 = template({ egress: EGRESS });
-    const theirs = injectRuntime(built(t2), t2.spec, KEY).spec?.containers.find(
+    const theirs = injectRuntime(built(t2), t2.spec, KEY, VM).spec?.containers.find(
       c => c.name === "egress",
     );
     expect(theirs?.image).toBe("proxy:1");
     expect(theirs?.command).toBeUndefined();
     // The sandbox container never gets the sidecar's credentials.
     const creds = template({ egress: { enabled: true, secretName: "creds" } });
-    const sandbox = injectRuntime(built(creds), creds.spec, KEY).spec!.containers[0];
+    const sandbox = injectRuntime(built(creds), creds.spec, KEY, VM).spec!.containers[0];
     expect(sandbox.volumeMounts?.map(m => m.name)).not.toContain("cubepod-egress");
   });
 
@@ -193,7 +200,7 @@ describe("injectRuntime", () => {
     ];
     pod.spec!.containers[0].volumeMounts = [{ name: "data", mountPath: "/data" }, tokenMount];
     pod.spec!.initContainers = [{ name: "prep", image: "img", volumeMounts: [tokenMount] }];
-    const out = injectRuntime(pod, t.spec, KEY);
+    const out = injectRuntime(pod, t.spec, KEY, VM);
     expect(out.spec!.automountServiceAccountToken).toBe(false);
     const all = [...out.spec!.initContainers!, ...out.spec!.containers];
     expect(all.flatMap(c => c.volumeMounts ?? []).map(m => m.name)).not.toContain(tokenMount.name);
@@ -207,24 +214,24 @@ describe("injectRuntime", () => {
   it("refuses mTLS for a Pod whose name is not known yet (generateName)", () => {
     const t = template({ mtls: { enabled: true } });
     const unnamed = { ...built(t), metadata: { generateName: "web-", labels: {} } };
-    expect(() => injectRuntime(unnamed, t.spec, KEY)).toThrow(
+    expect(() => injectRuntime(unnamed, t.spec, KEY, VM)).toThrow(
       'the PodTemplate has mTLS enabled, which mounts the Secret "cubepod-mtls-<Pod name>", and this Pod has no name yet (generateName)',
     );
     // Without mTLS such a Pod is fine.
-    expect(() => injectRuntime(unnamed, template().spec, KEY)).not.toThrow();
+    expect(() => injectRuntime(unnamed, template().spec, KEY, VM)).not.toThrow();
   });
 
   it.each([
     ["plain", template()],
     ["egress + mTLS", template({ egress: EGRESS, mtls: { enabled: true } })],
   ])("is idempotent (%s)", (_, t) => {
-    const once = injectRuntime(built(t), t.spec, KEY);
-    expect(injectRuntime(once, t.spec, KEY)).toEqual(once);
+    const once = injectRuntime(built(t), t.spec, KEY, VM);
+    expect(injectRuntime(once, t.spec, KEY, VM)).toEqual(once);
   });
 
   it("in Filesystem mode, fills the rootfs volume from the template's image before the sandbox starts", () => {
     const t = template({ volumeMode: "Filesystem", egress: EGRESS });
-    const pod = injectRuntime(built(t), t.spec, KEY);
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     const names = pod.spec?.initContainers?.map(c => c.name);
     // After podd-installer (it runs the copied podd-init), before any sandbox code.
     expect(names).toEqual(["podd-installer", "rootfs-fill", "egress-isolate"]);
@@ -258,10 +265,49 @@ describe("injectRuntime", () => {
     );
   });
 
-  it("fills nothing in Block mode, whose devices podd-init mounts", () => {
-    const t = template();
-    const pod = injectRuntime(built(t), t.spec, KEY);
+  it("fills nothing in Block mode: podd-init mounts the devices, with rights a VM runtime gets", () => {
+    const t = template({ runtimeClassName: "kata-qemu", rootfs: { paths: ["usr", "etc"] } });
+    const pod = injectRuntime(built(t), t.spec, KEY, VM);
     expect(pod.spec?.initContainers?.map(c => c.name)).toEqual(["podd-installer"]);
+    expect(pod.spec?.initContainers?.[0].command).toEqual([
+      "cp",
+      "-r",
+      "/opt/cubepod/bin/mke2fs",
+      "/opt/cubepod/bin/podd-init",
+      "/opt/cubepod/bin/podd",
+      "/cubepod-bin/",
+    ]);
+    const main = pod.spec!.containers[0];
+    expect(main.securityContext?.capabilities).toEqual({
+      drop: ["ALL"],
+      add: [...SANDBOX_CAPABILITIES, ...BLOCK_CAPABILITIES].sort(),
+    });
+    expect(main.securityContext?.privileged).toBe(false);
+    expect(main.env).toEqual(
+      expect.arrayContaining([
+        { name: "CUBEPOD_ROOTFS_DIRS", value: "usr,etc" },
+        { name: "CUBEPOD_ROOTFS_IMAGE", value: "ghcr.io/x/sandbox:1" },
+      ]),
+    );
+    expect(main.volumeDevices?.map(d => d.devicePath)).toEqual([
+      "/dev/cubepod-rootfs",
+      "/dev/cubepod-workspace",
+    ]);
+  });
+
+  it("gives a Block mode sandbox outside a VM runtime no right to mount", () => {
+    for (const runtimeClassName of ["", "gvisor"]) {
+      const t = template({ runtimeClassName });
+      const pod = injectRuntime(built(t), t.spec, KEY, VM);
+      expect(pod.spec!.containers[0].securityContext?.capabilities?.add).toEqual(
+        SANDBOX_CAPABILITIES,
+      );
+      expect(pod.spec?.initContainers?.[0].command).not.toContain("/opt/cubepod/bin/mke2fs");
+    }
+    // What the module is told is a VM decides, not the name.
+    const t = template({ runtimeClassName: "vm-standin" });
+    const pod = injectRuntime(built(t), t.spec, KEY, ["vm-standin"]);
+    expect(pod.spec!.containers[0].securityContext?.capabilities?.add).toContain("SYS_ADMIN");
   });
 
   it("gives a hand-written Filesystem Pod with a rootfs volume the same root as a built one", () => {
@@ -270,8 +316,8 @@ describe("injectRuntime", () => {
     hand.spec!.volumes = [{ name: "rootfs", persistentVolumeClaim: { claimName: "r" } }];
     // A mount of its own at one of the paths is replaced, not doubled.
     hand.spec!.containers[0].volumeMounts = [{ name: "rootfs", mountPath: "/usr" }];
-    const out = injectRuntime(hand, t.spec, KEY);
-    const ours = injectRuntime(built(t), t.spec, KEY);
+    const out = injectRuntime(hand, t.spec, KEY, VM);
+    const ours = injectRuntime(built(t), t.spec, KEY, VM);
     expect(out.spec?.initContainers).toEqual(ours.spec?.initContainers);
     const rootfs = (p: V1Pod) =>
       p.spec?.containers[0].volumeMounts
@@ -279,21 +325,21 @@ describe("injectRuntime", () => {
         .sort((a, b) => a.mountPath.localeCompare(b.mountPath));
     expect(rootfs(out)).toEqual(rootfs(ours));
     // Without a rootfs volume, nothing to fill.
-    expect(injectRuntime(handWritten(), t.spec, KEY).spec?.initContainers).toHaveLength(1);
+    expect(injectRuntime(handWritten(), t.spec, KEY, VM).spec?.initContainers).toHaveLength(1);
   });
 
   it("does not change its input", () => {
     const t = template({ egress: EGRESS });
     const pod = built(t);
     const copy = structuredClone(pod);
-    injectRuntime(pod, t.spec, KEY);
+    injectRuntime(pod, t.spec, KEY, VM);
     expect(pod).toEqual(copy);
   });
 
   it("makes a hand-written Pod match an operator-built one in its runtime parts", () => {
     const t = template({ egress: EGRESS, mtls: { enabled: true } });
-    const hand = injectRuntime(handWritten(), t.spec, KEY);
-    const ours = injectRuntime(built(t), t.spec, KEY);
+    const hand = injectRuntime(handWritten(), t.spec, KEY, VM);
+    const ours = injectRuntime(built(t), t.spec, KEY, VM);
     expect(hand.spec?.initContainers).toEqual(ours.spec?.initContainers);
     expect(hand.spec?.containers.find(c => c.name === "egress")).toEqual(
       ours.spec?.containers.find(c => c.name === "egress"),
@@ -311,7 +357,7 @@ describe("injectRuntime", () => {
     const t = template();
     const pod = handWritten();
     pod.spec!.initContainers = [{ name: "podd-installer", image: "old:0" }];
-    const out = injectRuntime(pod, t.spec, KEY);
+    const out = injectRuntime(pod, t.spec, KEY, VM);
     expect(out.spec?.initContainers).toHaveLength(1);
     expect(out.spec?.initContainers?.[0].image).toBe("ghcr.io/cubeplex/podd-injector:v0.1.0");
   });
