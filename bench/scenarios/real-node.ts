@@ -1,20 +1,37 @@
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { Sandbox } from "e2b";
+import { validatePodTemplate } from "../../capabilities/admission/rules";
 import { isPodReady } from "../../capabilities/kit/pod-ready";
+import { buildBoxPod } from "../../capabilities/manifests/pod";
+import { Kube, Obj, paths } from "../../hack/lib/kube";
 import { PoddClient } from "../../hack/lib/podd-client";
 import { podBox, podTemplate, REAL_NODE_PLACEMENT, realTemplate } from "../../hack/lib/objects";
+import { realTenant } from "../../hack/lib/tenant";
+import { poolReadiness } from "../lib/pools";
 import { results } from "../lib/results";
-import { now, stats } from "../lib/stats";
+import { now, sleep, stats } from "../lib/stats";
 
+const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
 /** A template placed on the real node, on its local volumes, forks copied. */
 const REAL_TEMPLATE = realTemplate("Filesystem", "1Gi");
+const validTemplate = (() => {
+  const v = validatePodTemplate(REAL_TEMPLATE);
+  if (!v.ok) throw new Error(v.errors.join("; "));
+  return v.spec;
+})();
 const ROUNDS = 5;
+/** Warm claims through the gateway, one at a time, each from a full pool. */
+const CLAIMS = 12;
+const SETTLE_MS = 3000;
 /** What a fork copies: a workspace file of this many MiB, written through podd. */
 const DATA_MIB = 64;
 
 /**
- * Real pause, resume, reset and fork on the real node, step by step (ms from the spec change or
- * create to what the API server shows), beside their floor measured in the same run: a bare Pod
- * of the same image, probe and volumes, created to Ready and deleted to gone, with no operator.
+ * The real node's lifecycle (runc, local volumes) beside its floor in the same run, ms from the
+ * spec change or create to what the API server shows: a box's cold create, pause, resume, rootfs
+ * reset and Copy fork, against the least sandbox Pod with no operator ({@link floorPod}) created
+ * on new volumes, deleted, and created again on the same volumes (what a resume does); and warm
+ * claims as an agent makes them, the E2B SDK's `Sandbox.create` through the gateway until the
+ * first `commands.run` answers.
  */
 export async function benchRealNode(kube: Kube) {
   const ns = await kube.namespace("bench-real");
@@ -36,8 +53,9 @@ export async function benchRealNode(kube: Kube) {
     return now() - t0;
   };
   const m = {
-    floorPodReady: [] as number[],
-    floorPodGone: [] as number[],
+    floorCreate: [] as number[],
+    floorGone: [] as number[],
+    floorRestart: [] as number[],
     create: [] as number[],
     pause: [] as number[],
     resume: [] as number[],
@@ -48,20 +66,25 @@ export async function benchRealNode(kube: Kube) {
 
   for (let i = 0; i < ROUNDS; i++) {
     const floor = `floor-${i}`;
-    await kube.mustCreate(paths.pvcs(ns), floorPVC(`${floor}-a`));
-    await kube.mustCreate(paths.pvcs(ns), floorPVC(`${floor}-b`));
-    m.floorPodReady.push(
+    const floorReady = async () => {
+      await kube.mustCreate(paths.pods(ns), floorPod(floor));
+      await kube.waitFor(paths.pods(ns, floor), o => o !== undefined && isPodReady(o), 120_000);
+    };
+    const floorGone = async () => {
+      await kube.delete(paths.pods(ns, floor));
+      await kube.waitFor(paths.pods(ns, floor), o => o === undefined, 120_000);
+    };
+    m.floorCreate.push(
       await timed(async () => {
-        await kube.mustCreate(paths.pods(ns), floorPod(floor));
-        await kube.waitFor(paths.pods(ns, floor), o => o !== undefined && isPodReady(o), 120_000);
+        await kube.mustCreate(paths.pvcs(ns), floorPVC(`${floor}-a`));
+        await kube.mustCreate(paths.pvcs(ns), floorPVC(`${floor}-b`));
+        await floorReady();
       }),
     );
-    m.floorPodGone.push(
-      await timed(async () => {
-        await kube.delete(paths.pods(ns, floor));
-        await kube.waitFor(paths.pods(ns, floor), o => o === undefined, 120_000);
-      }),
-    );
+    m.floorGone.push(await timed(floorGone));
+    m.floorRestart.push(await timed(floorReady));
+    await floorGone();
+    for (const pvc of ["a", "b"]) await kube.delete(paths.pvcs(ns, `${floor}-${pvc}`));
 
     const name = `box-${i}`;
     m.create.push(
@@ -104,15 +127,63 @@ export async function benchRealNode(kube: Kube) {
   }
   await kube.delete(`/api/v1/namespaces/${ns}`);
 
+  const claims = await warmClaims(kube);
   const s = Object.fromEntries(Object.entries(m).map(([k, v]) => [k, stats(v)]));
+  const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
   results.realNode = {
     what:
-      `real node (runc, local volumes): box steps to the status showing them, and a bare Pod's ` +
-      `create to Ready / delete to gone with no operator (ms); forks copy ${DATA_MIB} MiB`,
+      `real node (runc, local volumes): box steps to the status showing them, against the least ` +
+      `sandbox Pod with no operator created on new volumes, deleted, and created again on them ` +
+      `(ms); forks copy ${DATA_MIB} MiB; warm claims through the gateway to the first command's output`,
     ...s,
-    resumeOverFloorP50: Math.round((s.resume.p50 / s.floorPodReady.p50) * 100) / 100,
-    pauseOverFloorP50: Math.round((s.pause.p50 / s.floorPodGone.p50) * 100) / 100,
+    ...claims,
+    createOverFloorP50: ratio(s.create.p50, s.floorCreate.p50),
+    resumeOverFloorRestartP50: ratio(s.resume.p50, s.floorRestart.p50),
+    pauseOverFloorP50: ratio(s.pause.p50, s.floorGone.p50),
   };
+}
+
+/**
+ * Warm claims as an agent makes them: the E2B SDK's `Sandbox.create` through the gateway, then
+ * `commands.run("echo ok")` until its output is back, one at a time from a full pool; beside
+ * them, a second command on the same sandbox.
+ */
+async function warmClaims(kube: Kube) {
+  const { ns, key } = await realTenant(kube, {
+    prefix: "bench-real-claims",
+    template: "real",
+    replicas: 2,
+  });
+  const standbys = poolReadiness(kube, ns, "real");
+  const opts = { apiKey: key, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: "cubepod.localhost" };
+  const m = {
+    claimToFirstOutput: [] as number[],
+    claimCreate: [] as number[],
+    claimFirstCommand: [] as number[],
+    claimNextCommand: [] as number[],
+  };
+  try {
+    for (let i = 0; i < CLAIMS; i++) {
+      await standbys.atLeast(2);
+      await sleep(SETTLE_MS);
+      const t0 = now();
+      const sbx = await Sandbox.create("real", opts);
+      const t1 = now();
+      const out = await sbx.commands.run("echo ok");
+      const t2 = now();
+      if (out.stdout !== "ok\n") throw new Error(`the first command said ${JSON.stringify(out)}`);
+      await sbx.commands.run("echo ok");
+      m.claimNextCommand.push(now() - t2);
+      m.claimToFirstOutput.push(t2 - t0);
+      m.claimCreate.push(t1 - t0);
+      m.claimFirstCommand.push(t2 - t1);
+      await sbx.kill();
+    }
+  } finally {
+    standbys.stop();
+  }
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, stats(v)]));
 }
 
 function floorPVC(name: string) {
@@ -123,34 +194,66 @@ function floorPVC(name: string) {
     spec: {
       accessModes: ["ReadWriteOnce"],
       storageClassName: "cubepod-local",
-      resources: { requests: { storage: "1Gi" } },
+      resources: { requests: { storage: REAL_TEMPLATE.rootfs.size } },
     },
   };
 }
 
-/** The box's Pod without CubePod: podd on two local volumes, the same readiness probe. */
+/**
+ * The least sandbox Pod, with no operator: podd copied in by an init container from the injector
+ * image, running on the template's image with the same two local volumes (the workspace at
+ * /workspace, the rootfs beside it) and the same readiness probe as a box's Pod. What it leaves
+ * out is what CubePod adds: the rootfs as the root (its fill and subpath mounts), the hardening,
+ * the network policy.
+ */
 function floorPod(name: string) {
+  const box = buildBoxPod({
+    namespace: "floor",
+    podName: name,
+    boxName: name,
+    template: { name: "real", spec: validTemplate },
+    rootfsPVCName: `${name}-a`,
+    workspacePVCName: `${name}-b`,
+  });
+  const sandbox = box.spec!.containers[0];
   return {
     apiVersion: "v1",
     kind: "Pod",
     metadata: { name },
     spec: {
       ...REAL_NODE_PLACEMENT,
-      terminationGracePeriodSeconds: 10,
+      terminationGracePeriodSeconds: box.spec!.terminationGracePeriodSeconds,
       automountServiceAccountToken: false,
+      enableServiceLinks: false,
+      initContainers: [
+        {
+          name: "install",
+          image: validTemplate.poddInjectorImage,
+          command: ["cp", "/opt/cubepod/bin/podd", "/bin-dir/"],
+          volumeMounts: [{ name: "bin", mountPath: "/bin-dir" }],
+        },
+      ],
       containers: [
         {
           name: "sandbox",
-          image: "cubepod.local/podd-injector:dev",
+          image: validTemplate.image,
           command: ["/opt/cubepod/bin/podd"],
-          readinessProbe: { httpGet: { path: "/health", port: 49983 }, periodSeconds: 2 },
+          env: [
+            { name: "CUBEPOD_ENVD_PORT", value: String(validTemplate.envdPort) },
+            { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: Buffer.alloc(32, 1).toString("base64") },
+            { name: "CUBEPOD_POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
+          ],
+          ports: sandbox.ports,
+          readinessProbe: sandbox.readinessProbe,
           volumeMounts: [
-            { name: "a", mountPath: "/workspace" },
-            { name: "b", mountPath: "/mnt/cubepod/rootfs" },
+            { name: "bin", mountPath: "/opt/cubepod/bin", readOnly: true },
+            { name: "a", mountPath: "/mnt/cubepod/rootfs" },
+            { name: "b", mountPath: "/workspace" },
           ],
         },
       ],
       volumes: [
+        { name: "bin", emptyDir: {} },
         { name: "a", persistentVolumeClaim: { claimName: `${name}-a` } },
         { name: "b", persistentVolumeClaim: { claimName: `${name}-b` } },
       ],
