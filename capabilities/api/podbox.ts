@@ -135,6 +135,10 @@ export const podBoxStatusSchema = z.object({
   rootfsPVCName: z.string().optional(),
   workspacePVCName: z.string().optional(),
   rootfsGeneration: z.int().min(1).optional(),
+  rootfsPoddImage: z.string().optional().meta({
+    description:
+      "Filesystem mode: the podd injector image whose podd the rootfs volume holds, left there by the Pod that filled it; the next Pod on that volume with the same injector starts without init containers.",
+  }),
   templateName: z.string().optional().meta({
     description:
       "The PodTemplate the box was last built from; a box of a pool uses it once the pool is gone.",

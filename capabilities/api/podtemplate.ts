@@ -36,6 +36,9 @@ const rootfsPath = z
   })
   .refine(p => !NOT_ON_ROOTFS.includes(p), {
     error: `must not be ${NOT_ON_ROOTFS.join(", ")}: the runtime and CubePod mount those`,
+  })
+  .refine(p => !p.startsWith(".cubepod"), {
+    error: "must not start with .cubepod: CubePod keeps its own files on the volume there",
   });
 
 const rootfsSchema = z.object({

@@ -36,6 +36,8 @@ type Outcome = {
   rootfsPVCName?: string;
   workspacePVCName?: string;
   rootfsGeneration?: number;
+  /** The podd on the rootfs volume ({@link PodBoxStatus}); "" forgets it. */
+  rootfsPoddImage?: string;
   lastActivityAt?: string;
 };
 
@@ -157,7 +159,20 @@ function run(o: BoxObservation): BoxPlan {
   const initial = prev.rootfsGeneration === undefined;
   const rootfsName = rootfsPVCName(key, target);
   const workspaceName = workspacePVCName(key);
-  const volumes = { rootfsPVCName: rootfsName, workspacePVCName: workspaceName };
+  const clone = Boolean(spec.forkFrom) && initial && !resetting;
+  // The podd an earlier Pod left on the rootfs volume: the box's record of its volume, or a new
+  // fork's parent's, whose rootfs volume its own is a copy or a clone of.
+  const volumePodd =
+    prev.rootfsPVCName === rootfsName
+      ? prev.rootfsPoddImage
+      : clone && o.parent?.state === "ready"
+        ? o.parent.rootfsPoddImage
+        : undefined;
+  const volumes = {
+    rootfsPVCName: rootfsName,
+    workspacePVCName: workspaceName,
+    ...(volumePodd ? { rootfsPoddImage: volumePodd } : {}),
+  };
 
   // Nothing is created or deleted next to an object that only looks like the box's.
   if (o.conflict) return plan(o, [], nameInUse(o.conflict, key));
@@ -252,7 +267,6 @@ function run(o: BoxObservation): BoxPlan {
     );
   }
 
-  const clone = Boolean(spec.forkFrom) && initial && !resetting;
   if (missing && clone) {
     const parent = o.parent ?? { state: "missing" as const };
     if (parent.state !== "ready") return waitForParent(o, actions, parent.state);
@@ -296,7 +310,22 @@ function run(o: BoxObservation): BoxPlan {
     });
   }
 
+  // A Pod that needed no init container, as its volume held podd, and does not start: the next
+  // one brings podd and checks the fill again, in case the volume is not what its record says.
+  if (pod?.rootfsPodd && pod.failure && !pod.deleting) {
+    actions.push({ type: "deletePod", name: pod.name });
+    return plan(o, actions, {
+      phase: "Pending",
+      reason,
+      message: `Pod ${pod.name} is not starting: ${pod.failure}; starting one that brings podd`,
+      ...volumes,
+      rootfsPoddImage: "",
+      rootfsGeneration: prev.rootfsGeneration,
+    });
+  }
+
   if (!pod && !podGoing) {
+    const sameInjector = volumePodd === o.template.spec.poddInjectorImage;
     actions.push({
       type: "createPod",
       pod: buildBoxPod({
@@ -309,6 +338,7 @@ function run(o: BoxObservation): BoxPlan {
         workspacePVCName: workspaceName,
         owner: boxOwner(o),
         labels: egressLabels(box.spec),
+        ...(sameInjector ? { rootfsPodd: volumePodd } : {}),
       }),
     });
   }
@@ -556,7 +586,7 @@ const isRunning = (p: ObservedPod) => p.phase === "Running" && p.ready && Boolea
 
 function runningFields(
   pod: ObservedPod,
-  volumes: { rootfsPVCName: string; workspacePVCName: string },
+  volumes: { rootfsPVCName: string; workspacePVCName: string; rootfsPoddImage?: string },
   generation: number,
 ) {
   return {
@@ -565,6 +595,8 @@ function runningFields(
     podIP: pod.podIP,
     podUID: pod.uid,
     ...volumes,
+    // What the running Pod's fill left on the volume (its own podd), else what was there.
+    ...(pod.poddImage ? { rootfsPoddImage: pod.poddImage } : {}),
     rootfsGeneration: generation,
   };
 }
@@ -635,6 +667,12 @@ function plan(
     rootfsPVCName: out.rootfsPVCName,
     workspacePVCName: out.workspacePVCName,
     rootfsGeneration: out.rootfsGeneration,
+    rootfsPoddImage:
+      out.rootfsPoddImage !== undefined
+        ? out.rootfsPoddImage || undefined
+        : out.rootfsPVCName !== undefined && out.rootfsPVCName === prev.rootfsPVCName
+          ? prev.rootfsPoddImage
+          : undefined,
     templateName: o.template?.name ?? prev.templateName,
     reason: out.reason,
     message: out.message,

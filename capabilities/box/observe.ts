@@ -7,10 +7,12 @@ import { validatePodTemplate } from "../admission/rules";
 import {
   ANNOTATION_COPIED,
   ANNOTATION_COPY_FROM,
+  ANNOTATION_PODD_IMAGE,
   LABEL_BOX,
   LABEL_POD_ROLE,
   LABEL_RETAINED,
   LABEL_ROOTFS_GENERATION,
+  LABEL_ROOTFS_PODD,
   LABEL_VOLUME,
   LABEL_VOLUME_KEY,
 } from "../manifests/labels";
@@ -139,9 +141,14 @@ async function getParent(
   const parent = await client.get<PodBox>(paths.podBoxes(namespace, name));
   if (!parent) return { state: "missing" };
   if (parent.metadata?.deletionTimestamp) return { state: "deleting" };
-  const { rootfsPVCName, workspacePVCName } = parent.status ?? {};
+  const { rootfsPVCName, workspacePVCName, rootfsPoddImage } = parent.status ?? {};
   if (!rootfsPVCName || !workspacePVCName) return { state: "notReady" };
-  return { state: "ready", rootfsPVCName, workspacePVCName };
+  return {
+    state: "ready",
+    rootfsPVCName,
+    workspacePVCName,
+    ...(rootfsPoddImage ? { rootfsPoddImage } : {}),
+  };
 }
 
 /** A sandbox Pod as the decisions see it (pure). */
@@ -164,6 +171,10 @@ export function observedPod(p: kind.Pod): ObservedPod {
       .map(c => c.restartCount ?? 0)
       .reduce((n, r) => n + r, 0),
     ...failureOf(p),
+    ...(p.metadata?.annotations?.[ANNOTATION_PODD_IMAGE]
+      ? { poddImage: p.metadata.annotations[ANNOTATION_PODD_IMAGE] }
+      : {}),
+    ...(p.metadata?.labels?.[LABEL_ROOTFS_PODD] !== undefined ? { rootfsPodd: true } : {}),
   };
 }
 

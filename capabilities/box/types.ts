@@ -19,6 +19,10 @@ export type ObservedPod = {
   /** Restarts of its containers, and why the last one ended when it failed. */
   restarts: number;
   failure?: string;
+  /** The podd injector image its podd came from, when it runs podd from its rootfs volume. */
+  poddImage?: string;
+  /** Built for a volume that holds podd already: it has no init container to fill it. */
+  rootfsPodd?: boolean;
 };
 
 /** A PVC of the box's volume key. */
@@ -51,7 +55,13 @@ export type ObservedParent =
   | { state: "missing" }
   | { state: "deleting" }
   | { state: "notReady" }
-  | { state: "ready"; rootfsPVCName: string; workspacePVCName: string };
+  | {
+      state: "ready";
+      rootfsPVCName: string;
+      workspacePVCName: string;
+      /** The podd its rootfs volume holds (its status), which a copy or clone holds too. */
+      rootfsPoddImage?: string;
+    };
 
 /** Everything one reconcile of a PodBox looks at, read from the API server. */
 export type BoxObservation = {

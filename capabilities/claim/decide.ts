@@ -76,6 +76,7 @@ export function claimedStatus(
     rootfsPVCName: s.rootfsPVCName,
     workspacePVCName: s.workspacePVCName,
     rootfsGeneration: 1,
+    ...(s.poddImage ? { rootfsPoddImage: s.poddImage } : {}),
     ...(template ? { templateName: template.name } : {}),
     reason: "WarmPoolClaimed",
     message,

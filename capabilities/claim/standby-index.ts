@@ -1,5 +1,10 @@
 import type { V1Pod } from "@kubernetes/client-node";
-import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE_HASH } from "../manifests/labels";
+import {
+  ANNOTATION_PODD_IMAGE,
+  LABEL_BOX,
+  LABEL_POOL,
+  LABEL_TEMPLATE_HASH,
+} from "../manifests/labels";
 import { objectKey } from "../kit/object-key";
 import { isPodReady } from "../kit/pod-ready";
 
@@ -17,6 +22,8 @@ export type Standby = {
   templateHash?: string;
   rootfsPVCName: string;
   workspacePVCName: string;
+  /** The podd its fill left on the rootfs volume (the webhook's annotation). */
+  poddImage?: string;
 };
 
 /**
@@ -82,6 +89,9 @@ export class StandbyIndex {
       templateHash: meta.labels?.[LABEL_TEMPLATE_HASH],
       rootfsPVCName: claim("rootfs"),
       workspacePVCName: claim("workspace"),
+      ...(meta.annotations?.[ANNOTATION_PODD_IMAGE]
+        ? { poddImage: meta.annotations[ANNOTATION_PODD_IMAGE] }
+        : {}),
     });
     this.#pools.set(objectKey(ns, pool), members);
   }

@@ -8,9 +8,17 @@ import type {
   V1VolumeMount,
 } from "@kubernetes/client-node";
 import type { PodTemplateSpec } from "../api/podtemplate";
-import { ANNOTATION_INJECTED, LABEL_BOX } from "./labels";
+import { ANNOTATION_INJECTED, ANNOTATION_PODD_IMAGE, LABEL_BOX, LABEL_ROOTFS_PODD } from "./labels";
 import { mtlsSecretName } from "./names";
-import { PODD_BIN_DIR, ROOTFS_MOUNT, ROOTFS_VOLUME, rootfsMounts, SANDBOX_CONTAINER } from "./pod";
+import { poddImageHash } from "./template-hash";
+import {
+  PODD_BIN_DIR,
+  ROOTFS_MOUNT,
+  ROOTFS_PODD_DIR,
+  ROOTFS_VOLUME,
+  rootfsMounts,
+  SANDBOX_CONTAINER,
+} from "./pod";
 
 export const INSTALLER_CONTAINER = "podd-installer";
 export const ROOTFS_FILL_CONTAINER = "rootfs-fill";
@@ -57,10 +65,17 @@ export function injectRuntime(
   const spec = (out.spec ??= { containers: [] });
   const podName = out.metadata?.labels?.[LABEL_BOX] ?? out.metadata?.name ?? "";
 
-  const volumes: V1Volume[] = [{ name: BIN_VOLUME, emptyDir: {} }];
-  const mainMounts: V1VolumeMount[] = [
-    { name: BIN_VOLUME, mountPath: PODD_BIN_DIR, readOnly: true },
-  ];
+  const rootfsRoot =
+    tpl.volumeMode === "Filesystem" && (spec.volumes ?? []).some(v => v.name === ROOTFS_VOLUME);
+  // A volume an earlier Pod filled holds podd from the template's injector: nothing to bring.
+  const prepared =
+    rootfsRoot &&
+    out.metadata?.labels?.[LABEL_ROOTFS_PODD] === poddImageHash(tpl.poddInjectorImage);
+  const volumes: V1Volume[] = prepared ? [] : [{ name: BIN_VOLUME, emptyDir: {} }];
+  // In Filesystem mode the sandbox runs podd from its rootfs volume, where the fill keeps it.
+  const mainMounts: V1VolumeMount[] = rootfsRoot
+    ? []
+    : [{ name: BIN_VOLUME, mountPath: PODD_BIN_DIR, readOnly: true }];
   const mainEnv: V1EnvVar[] = [
     { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: controlPublicKey },
     { name: "CUBEPOD_POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
@@ -97,29 +112,14 @@ export function injectRuntime(
     }
   }
 
-  const rootfsRoot =
-    tpl.volumeMode === "Filesystem" && (spec.volumes ?? []).some(v => v.name === ROOTFS_VOLUME);
   const block = blockMode(tpl, vmRuntimeClasses);
   if (block) mainEnv.push(...rootfsEnv(tpl));
 
   withoutServiceAccountToken(spec);
   spec.volumes = upsertAll(spec.volumes ?? [], volumes);
   spec.initContainers = upsertAll(spec.initContainers ?? [], [
-    {
-      name: INSTALLER_CONTAINER,
-      image: tpl.poddInjectorImage,
-      command: [
-        "cp",
-        ...(block?.mountable ? ["-r", MKE2FS_DIR] : []),
-        `${PODD_BIN_DIR}/podd-init`,
-        `${PODD_BIN_DIR}/podd`,
-        `${INSTALLER_TARGET}/`,
-      ],
-      volumeMounts: [{ name: BIN_VOLUME, mountPath: INSTALLER_TARGET }],
-      // A copy into an emptyDir anyone may write to needs no capability.
-      securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
-    },
-    ...(rootfsRoot ? [rootfsFill(tpl)] : []),
+    ...(prepared ? [] : [installer(tpl, block?.mountable ?? false)]),
+    ...(rootfsRoot && !prepared ? [rootfsFill(tpl)] : []),
     ...(egress ? [egressIsolation(tpl.poddInjectorImage)] : []),
   ]);
 
@@ -127,7 +127,17 @@ export function injectRuntime(
   if (main) {
     main.volumeMounts = upsertAll(main.volumeMounts ?? [], mainMounts);
     if (rootfsRoot) {
-      main.volumeMounts = upsertBy(main.volumeMounts, rootfsMounts(tpl.rootfs.paths), "mountPath");
+      const poddFromVolume: V1VolumeMount = {
+        name: ROOTFS_VOLUME,
+        mountPath: PODD_BIN_DIR,
+        subPath: ROOTFS_PODD_DIR,
+        readOnly: true,
+      };
+      main.volumeMounts = upsertBy(
+        main.volumeMounts,
+        [...rootfsMounts(tpl.rootfs.paths), poddFromVolume],
+        "mountPath",
+      );
     }
     main.env = upsertAll(main.env ?? [], mainEnv);
     main.securityContext = sandboxSecurity(tpl, main.securityContext, block?.mountable ?? false);
@@ -142,8 +152,30 @@ export function injectRuntime(
   }
 
   out.metadata = out.metadata ?? {};
-  out.metadata.annotations = { ...out.metadata.annotations, [ANNOTATION_INJECTED]: "true" };
+  out.metadata.annotations = {
+    ...out.metadata.annotations,
+    [ANNOTATION_INJECTED]: "true",
+    ...(rootfsRoot ? { [ANNOTATION_PODD_IMAGE]: tpl.poddInjectorImage } : {}),
+  };
   return out;
+}
+
+/** The init container that copies podd-init and podd (and mke2fs, to mount devices) in. */
+function installer(tpl: PodTemplateSpec, mountsDevices: boolean): V1Container {
+  return {
+    name: INSTALLER_CONTAINER,
+    image: tpl.poddInjectorImage,
+    command: [
+      "cp",
+      ...(mountsDevices ? ["-r", MKE2FS_DIR] : []),
+      `${PODD_BIN_DIR}/podd-init`,
+      `${PODD_BIN_DIR}/podd`,
+      `${INSTALLER_TARGET}/`,
+    ],
+    volumeMounts: [{ name: BIN_VOLUME, mountPath: INSTALLER_TARGET }],
+    // A copy into an emptyDir anyone may write to needs no capability.
+    securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
+  };
 }
 
 /**

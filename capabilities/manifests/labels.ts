@@ -31,6 +31,17 @@ export const ANNOTATION_COPIED = `${GROUP}/copied`;
 export const LABEL_POD_ROLE = `${GROUP}/pod-role`;
 /** On a Pod: set by the mutate webhook once the runtime was injected. */
 export const ANNOTATION_INJECTED = `${GROUP}/injected`;
+/**
+ * On a sandbox Pod whose podd runs from its rootfs volume (Filesystem mode): the podd injector
+ * image that podd came from, set by the mutate webhook. The box records it in its status.
+ */
+export const ANNOTATION_PODD_IMAGE = `${GROUP}/podd-image`;
+/**
+ * On a sandbox Pod built for a rootfs volume an earlier Pod filled and left podd on: the hash of
+ * that podd's injector image ({@link poddImageHash}). When it is the template's, the mutate
+ * webhook adds no init container to bring podd or fill the volume.
+ */
+export const LABEL_ROOTFS_PODD = `${GROUP}/rootfs-podd`;
 
 /**
  * On a sandbox Pod whose box says `egress: None`: the template's egress policy does not select

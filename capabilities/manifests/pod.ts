@@ -11,12 +11,13 @@ import {
   LABEL_BOX,
   LABEL_EGRESS,
   LABEL_MANAGED_BY,
+  LABEL_ROOTFS_PODD,
   LABEL_TEMPLATE,
   LABEL_TEMPLATE_HASH,
   LABEL_VOLUME_KEY,
   MANAGED_BY,
 } from "./labels";
-import { templateHash } from "./template-hash";
+import { poddImageHash, templateHash } from "./template-hash";
 import { Owner, TemplateRef } from "./types";
 
 /** Paths inside the sandbox container: fixed by podd-init. */
@@ -28,6 +29,8 @@ export const ROOTFS_MOUNT = "/mnt/cubepod/rootfs";
 export const WORKSPACE_MOUNT = "/workspace";
 export const SANDBOX_CONTAINER = "sandbox";
 export const ROOTFS_VOLUME = "rootfs";
+/** Where a filled rootfs volume keeps podd-init and podd (podd/rootfs PoddDir). */
+export const ROOTFS_PODD_DIR = ".cubepod/bin";
 export const WORKSPACE_VOLUME = "workspace";
 
 /** Input of {@link buildBoxPod}. */
@@ -43,6 +46,11 @@ export type BoxPodInput = {
   /** Extra labels, e.g. the warm pool a standby belongs to. */
   labels?: Record<string, string>;
   owner?: Owner;
+  /**
+   * The podd injector image whose podd the rootfs volume holds from an earlier Pod, if known:
+   * the Pod is labelled with it, and needs no init container when it is the template's.
+   */
+  rootfsPodd?: string;
 };
 
 /**
@@ -101,6 +109,9 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
         // Which version of the template the Pod was built from, for the webhook's cache.
         [LABEL_TEMPLATE_HASH]: templateHash(tpl),
         [LABEL_VOLUME_KEY]: input.volumeKey ?? input.boxName,
+        ...(input.rootfsPodd && !block
+          ? { [LABEL_ROOTFS_PODD]: poddImageHash(input.rootfsPodd) }
+          : {}),
       },
       ...(input.owner ? { ownerReferences: [input.owner] } : {}),
     },

@@ -11,6 +11,11 @@ export function templateHash(spec: PodTemplateSpec): string {
   return createHash("sha256").update(stableJSON(pods)).digest("hex").slice(0, 10);
 }
 
+/** A short hash of a podd injector image reference, as a label value holds it. */
+export function poddImageHash(image: string): string {
+  return createHash("sha256").update(image).digest("hex").slice(0, 10);
+}
+
 function stableJSON(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(stableJSON).join(",")}]`;
   if (v && typeof v === "object") {

@@ -8,7 +8,6 @@ package rootfs
 import (
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -38,7 +37,7 @@ func Filled(dst string) (bool, error) {
 // written no sandbox process has run on the volume, so nothing of the sandbox's is lost.
 func Fill(src, dst string, dirs []string, image string) (bool, error) {
 	for _, d := range dirs {
-		if d == "" || strings.ContainsAny(d, "/\x00") || d == "." || d == ".." || d == Marker || d == staging {
+		if d == "" || strings.ContainsAny(d, "/\x00") || d == "." || d == ".." || strings.HasPrefix(d, ".cubepod") {
 			return false, fmt.Errorf("rootfs directory %q: must be one top-level name such as usr", d)
 		}
 	}
@@ -229,21 +228,68 @@ func mountPoint(from, to string, st *unix.Stat_t) error {
 	return finish(from, to, st)
 }
 
+// copyFile copies a regular file's bytes into a new file; its syncs are the marker's and the
+// callers' to make. It uses the system calls themselves: an os.File would register each of
+// thousands of files with the runtime's poller first, which costs more than most copies.
 func copyFile(from, to string) error {
-	in, err := os.Open(from)
+	in, err := unix.Open(from, unix.O_RDONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0)
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: from, Err: err}
 	}
-	defer in.Close()
-	out, err := os.OpenFile(to, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	defer unix.Close(in)
+	out, err := unix.Open(to, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_CLOEXEC, 0o600)
 	if err != nil {
-		return err
+		return &fs.PathError{Op: "open", Path: to, Err: err}
 	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
+	if err := copyBytes(in, out); err != nil {
+		unix.Close(out)
 		return fmt.Errorf("copying %s: %w", from, err)
 	}
-	return out.Close()
+	return unix.Close(out)
+}
+
+// copyBytes copies in the kernel (copy_file_range), or through a buffer where the two files'
+// filesystems do not allow that.
+func copyBytes(in, out int) error {
+	for {
+		n, err := unix.CopyFileRange(in, nil, out, nil, 1<<30, 0)
+		switch {
+		case err == unix.EINTR:
+			continue
+		case err == unix.EXDEV || err == unix.EINVAL || err == unix.ENOSYS || err == unix.EOPNOTSUPP:
+			return copyThroughBuffer(in, out)
+		case err != nil:
+			return err
+		case n == 0:
+			return nil
+		}
+	}
+}
+
+func copyThroughBuffer(in, out int) error {
+	buf := make([]byte, 1<<20)
+	for {
+		n, err := unix.Read(in, buf)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		for b := buf[:n]; len(b) > 0; {
+			w, err := unix.Write(out, b)
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return err
+			}
+			b = b[w:]
+		}
+	}
 }
 
 // finish gives the copy the original's owner, extended attributes, mode and times, in that
@@ -295,4 +341,40 @@ func copyXattrs(from, to string) error {
 		}
 	}
 	return nil
+}
+
+// PoddDir is where a filled volume keeps the podd-init and podd the sandbox container runs,
+// so that a later Pod on the volume needs no init container to bring them.
+const PoddDir = ".cubepod/bin"
+
+// PoddPrograms are the programs kept there.
+var PoddPrograms = []string{"podd-init", "podd"}
+
+// InstallPodd copies PoddPrograms from binDir into PoddDir on the volume at dst, each under a
+// new name first and then renamed over the old, so that a Pod that stops half-way leaves every
+// program whole: the old one or the new one.
+func InstallPodd(binDir, dst string) error {
+	dir := filepath.Join(dst, PoddDir)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for _, name := range PoddPrograms {
+		tmp := filepath.Join(dir, "."+name+".new")
+		_ = os.Remove(tmp)
+		if err := copyFile(filepath.Join(binDir, name), tmp); err != nil {
+			return err
+		}
+		if err := os.Chmod(tmp, 0o755); err != nil {
+			return err
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			return err
+		}
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

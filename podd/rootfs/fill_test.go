@@ -153,7 +153,7 @@ func TestAFillCutOffStartsAgain(t *testing.T) {
 
 func TestFillRefusesWhatCannotBeMounted(t *testing.T) {
 	src, dst := image(t), t.TempDir()
-	for _, dirs := range [][]string{{"usr/bin"}, {".."}, {""}, {Marker}} {
+	for _, dirs := range [][]string{{"usr/bin"}, {".."}, {""}, {Marker}, {".cubepod"}} {
 		if _, err := Fill(src, dst, dirs, "i"); err == nil || !strings.Contains(err.Error(), "one top-level name") {
 			t.Errorf("%q: %v", dirs, err)
 		}
@@ -164,6 +164,37 @@ func TestFillRefusesWhatCannotBeMounted(t *testing.T) {
 	}
 	if done, _ := Filled(dst); done {
 		t.Error("a refused fill marked the volume filled")
+	}
+}
+
+func TestInstallPoddReplacesTheProgramsWhole(t *testing.T) {
+	bin, dst := t.TempDir(), t.TempDir()
+	write := func(text string) {
+		for _, name := range PoddPrograms {
+			must(t, os.WriteFile(filepath.Join(bin, name), []byte(name+" "+text), 0o600))
+		}
+	}
+	write("v1")
+	must(t, InstallPodd(bin, dst))
+	write("v2")
+	must(t, InstallPodd(bin, dst))
+	entries, err := os.ReadDir(filepath.Join(dst, PoddDir))
+	must(t, err)
+	if len(entries) != len(PoddPrograms) {
+		t.Fatalf("left behind: %v", entries)
+	}
+	for _, name := range PoddPrograms {
+		p := filepath.Join(dst, PoddDir, name)
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != name+" v2" {
+			t.Errorf("%s: %q, %v", name, b, err)
+		}
+		if st := stat(t, p); st.Mode&0o777 != 0o755 {
+			t.Errorf("%s: mode %o", name, st.Mode&0o777)
+		}
+	}
+	if err := InstallPodd(t.TempDir(), dst); err == nil {
+		t.Error("a bin without the programs: no error")
 	}
 }
 

@@ -119,6 +119,10 @@ async function running(name: string, reason?: string): Promise<PoddClient> {
   return PoddClient.open(box, tokenKey);
 }
 
+/** The names of a box Pod's init containers. */
+const initContainers = async (name: string): Promise<string[]> =>
+  ((await kube.get(paths.pods(ns, name))).body.spec.initContainers ?? []).map((c: Obj) => c.name);
+
 const write = (podd: PoddClient, path: string, text: string) => podd.write(path, text);
 const read = (podd: PoddClient, path: string) => podd.read(path);
 const sh = (podd: PoddClient, command: string) => podd.sh(command);
@@ -149,6 +153,8 @@ describe("a sandbox on the real node (Filesystem)", () => {
     podd = await resume("agent");
     expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
     expect(await installed(podd)).toBe(ALL_INSTALLED);
+    // Its volume holds podd since its first start: the resumed Pod needed no init container.
+    expect(await initContainers("agent")).toEqual([]);
 
     // The fork waits for its copy Pod, which runs on the real node and copies both volumes.
     await h.createBox("agent-fork", { templateRef: "fs", forkFrom: "agent" });
@@ -158,6 +164,7 @@ describe("a sandbox on the real node (Filesystem)", () => {
     );
     expect(events.body.items.map((e: Obj) => e.reason)).toContain("ForkCopying");
     expect(await h.podsOf("agent-fork")).toEqual(["agent-fork"]);
+    expect(await initContainers("agent-fork")).toEqual([]);
     expect(await read(child, WORKSPACE_FILE)).toBe("in the workspace");
     expect(await installed(child)).toBe(ALL_INSTALLED);
     expect(await child.sh("sudo -n id -un", "user")).toBe("root\n");
@@ -170,6 +177,7 @@ describe("a sandbox on the real node (Filesystem)", () => {
 
     await h.patchBox("agent", { rootfsGeneration: 2 });
     podd = await running("agent", "RootFSReset");
+    expect(await initContainers("agent")).toEqual(["podd-installer", "rootfs-fill"]);
     expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
     expect(await installed(podd)).toBe("");
     // The image's root again, not an empty one.

@@ -32,8 +32,12 @@ import (
 	"cubepod.local/podd/rootfs"
 )
 
-// rootfsMount is where the fill's container has the whole rootfs volume.
-const rootfsMount = "/mnt/cubepod/rootfs"
+// rootfsMount is where the fill's container has the whole rootfs volume, and binDir where it
+// has the programs podd-installer copied in.
+const (
+	rootfsMount = "/mnt/cubepod/rootfs"
+	binDir      = "/opt/cubepod/bin"
+)
 
 // The devices of Block mode (capabilities/manifests/pod.ts), and mke2fs as the installer copies it.
 const (
@@ -87,6 +91,11 @@ func fill(env func(string) string) {
 		fmt.Printf("podd-init: filled the rootfs volume from %s: %s\n", image, strings.Join(dirs, ", "))
 	} else {
 		fmt.Println("podd-init: the rootfs volume was filled before; kept as it is")
+	}
+	// The sandbox container runs podd from the volume: this Pod's, and later Pods' without
+	// init containers.
+	if err := rootfs.InstallPodd(binDir, rootfsMount); err != nil {
+		fail("keeping podd on the rootfs volume: %v", err)
 	}
 }
 

@@ -161,6 +161,12 @@ const INVALID: Case[] = [
   },
   {
     kind: "PodTemplate",
+    spec: tpl({ rootfs: { paths: [".cubepod"] } }),
+    message:
+      "spec.rootfs.paths[0]: must not start with .cubepod: CubePod keeps its own files on the volume there",
+  },
+  {
+    kind: "PodTemplate",
     spec: tpl({ rootfs: { paths: [".."] } }),
     message: "spec.rootfs.paths[0]: must be one top-level directory name",
   },

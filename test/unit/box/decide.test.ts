@@ -732,6 +732,108 @@ describe("decideBox: Paused and resume", () => {
   });
 });
 
+describe("decideBox: a rootfs volume that holds podd starts its next Pod without init containers", () => {
+  const fs = template({ volumeMode: "Filesystem" });
+  const injector = fs.spec.poddInjectorImage;
+  const label = (p: ReturnType<typeof decideBox>) => {
+    const a = p.actions.find(x => x.type === "createPod");
+    return a?.type === "createPod" ? a.pod.metadata?.labels?.["pod.cubeplex.ai/rootfs-podd"] : "-";
+  };
+  const ran = decideBox(
+    obs({
+      template: fs,
+      status: { phase: "Pending", reason: "Started" },
+      pvcs: VOLUMES,
+      pods: [pod({ poddImage: injector })],
+    }),
+  ).status;
+  const paused = decideBox(
+    obs({ template: fs, spec: { desiredState: "Paused" }, status: ran, pvcs: VOLUMES }),
+  ).status;
+
+  it("records the podd its running Pod left on the volume, and keeps it across a pause", () => {
+    expect(ran.rootfsPoddImage).toBe(injector);
+    expect(paused).toMatchObject({ phase: "Paused", rootfsPoddImage: injector });
+  });
+
+  it("labels the resume's Pod with it, so the webhook brings podd and fills nothing", () => {
+    const p = decideBox(obs({ template: fs, status: paused, pvcs: VOLUMES }));
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(label(p)).toMatch(/^[0-9a-f]{10}$/);
+    expect(p.status.rootfsPoddImage).toBe(injector);
+  });
+
+  it("brings podd again when the template's injector changed, or the rootfs is new", () => {
+    const newer = template({ volumeMode: "Filesystem", poddInjectorImage: "podd:2" });
+    expect(label(decideBox(obs({ template: newer, status: paused, pvcs: VOLUMES })))).toBe(
+      undefined,
+    );
+    const reset = decideBox(
+      obs({ template: fs, spec: { rootfsGeneration: 2 }, status: ran, pvcs: VOLUMES }),
+    );
+    expect(types(reset)).toContain("createPVC box-rootfs-g2");
+    expect(reset.status.rootfsPoddImage).toBeUndefined();
+    expect(label(reset)).toBe(undefined);
+  });
+
+  it("a fork's first Pod takes its parent's record: its volume is a copy or a clone of the parent's", () => {
+    const parent = {
+      state: "ready" as const,
+      rootfsPVCName: "p-rootfs-g1",
+      workspacePVCName: "p-workspace",
+      rootfsPoddImage: injector,
+    };
+    const first = decideBox(obs({ template: fs, spec: { forkFrom: "parent" }, parent }));
+    expect(first.status.rootfsPoddImage).toBe(injector);
+    const next = decideBox(
+      obs({
+        template: fs,
+        spec: { forkFrom: "parent" },
+        parent,
+        status: first.status,
+        pvcs: VOLUMES,
+      }),
+    );
+    expect(label(next)).toMatch(/^[0-9a-f]{10}$/);
+  });
+
+  it("replaces such a Pod that does not start by one that brings podd, and forgets the record", () => {
+    const resumed = decideBox(obs({ template: fs, status: paused, pvcs: VOLUMES })).status;
+    const failing = pod({
+      phase: "Pending",
+      ready: false,
+      podIP: undefined,
+      rootfsPodd: true,
+      failure: "container sandbox exited 127 (Error)",
+    });
+    const p = decideBox(obs({ template: fs, status: resumed, pvcs: VOLUMES, pods: [failing] }));
+    expect(types(p)).toEqual(["deletePod box"]);
+    expect(p.status.rootfsPoddImage).toBeUndefined();
+    expect(p.status.message).toMatch(/starting one that brings podd$/);
+    const again = decideBox(obs({ template: fs, status: p.status, pvcs: VOLUMES }));
+    expect(types(again)).toEqual(["createPod box"]);
+    expect(label(again)).toBe(undefined);
+  });
+
+  it("a claim records its standby's podd", () => {
+    const s = {
+      namespace: "ns",
+      pool: "pool",
+      name: "pool-abc123",
+      resourceVersion: "7",
+      uid: "u",
+      podIP: "127.64.0.9",
+      rootfsPVCName: "pool-abc123-rootfs-g1",
+      workspacePVCName: "pool-abc123-workspace",
+      poddImage: injector,
+    };
+    const box = { metadata: { name: "box", uid: "uid-1" }, spec: {} } as Parameters<
+      typeof statusOfClaim
+    >[0];
+    expect(statusOfClaim(box, s, undefined, NOW).rootfsPoddImage).toBe(injector);
+  });
+});
+
 describe("decideBox: Terminated and deletion", () => {
   const retain = { volumeReclaimPolicy: "Retain" };
 

@@ -258,11 +258,52 @@ describe("injectRuntime", () => {
         },
       },
     });
-    // The sandbox has the volume's copies as its directories, and the whole volume nowhere.
+    // The sandbox has the volume's copies as its directories, podd from where the fill keeps
+    // it, and the whole volume nowhere.
     const mounts = pod.spec?.containers[0].volumeMounts ?? [];
-    expect(mounts.filter(m => m.name === "rootfs").map(m => [m.mountPath, m.subPath])).toEqual(
-      ["etc", "home", "opt", "root", "srv", "tmp", "usr", "var"].map(p => [`/${p}`, p]),
+    expect(mounts.filter(m => m.name === "rootfs").map(m => [m.mountPath, m.subPath])).toEqual([
+      ...["etc", "home", "opt", "root", "srv", "tmp", "usr", "var"].map(p => [`/${p}`, p]),
+      ["/opt/cubepod/bin", ".cubepod/bin"],
+    ]);
+    expect(mounts.find(m => m.mountPath === "/opt/cubepod/bin")?.readOnly).toBe(true);
+    expect(pod.metadata?.annotations?.["pod.cubeplex.ai/podd-image"]).toBe(
+      t.spec.poddInjectorImage,
     );
+  });
+
+  it("starts a Pod on a volume an earlier Pod filled with no init container but the egress rules", () => {
+    const t = template({ volumeMode: "Filesystem", egress: EGRESS });
+    const pod = (rootfsPodd: string) =>
+      injectRuntime(
+        buildBoxPod({
+          namespace: "ns",
+          podName: "box",
+          boxName: "box",
+          template: t,
+          rootfsPVCName: "r",
+          workspacePVCName: "w",
+          rootfsPodd,
+        }),
+        t.spec,
+        KEY,
+        VM,
+      );
+    const prepared = pod(t.spec.poddInjectorImage);
+    expect(prepared.spec?.initContainers?.map(c => c.name)).toEqual(["egress-isolate"]);
+    expect(prepared.spec?.volumes?.map(v => v.name)).not.toContain("cubepod-bin");
+    expect(prepared.spec?.containers[0].volumeMounts).toContainEqual({
+      name: "rootfs",
+      mountPath: "/opt/cubepod/bin",
+      subPath: ".cubepod/bin",
+      readOnly: true,
+    });
+    // A volume whose podd came from another injector image gets this one's, and a fill.
+    const older = pod("ghcr.io/cubeplex/podd-injector:v0.0.9");
+    expect(older.spec?.initContainers?.map(c => c.name)).toEqual([
+      "podd-installer",
+      "rootfs-fill",
+      "egress-isolate",
+    ]);
   });
 
   it("fills nothing in Block mode: podd-init mounts the devices, with rights a VM runtime gets", () => {
