@@ -44,22 +44,62 @@ function machineOf(run: Run): string {
   return typeof m === "string" ? m : `${m.cpus} CPUs (${m.cpuModel}), ${m.memoryGiB} GiB`;
 }
 
+/** A latency summary's columns, or undefined for any other figure. */
+function statsRow(v: Json): (number | string)[] | undefined {
+  if (v === null || typeof v !== "object" || Array.isArray(v)) return undefined;
+  if (!STATS.every(k => typeof v[k] === "number")) return undefined;
+  return [typeof v.n === "number" ? v.n : "", ...STATS.map(k => v[k] as number)];
+}
+
+/**
+ * One section per benchmark: what it measures and how to rerun it, a table of its latency
+ * summaries (a row each) and a table of its other figures.
+ */
 export function table(run: Run): string {
-  const cell = (s: string) => s.replaceAll("|", "\\|");
-  const rows = Object.entries(run.results).map(([name, r]) => {
+  const cell = (s: string | number) => String(s).replaceAll("|", "\\|");
+  const sections = Object.entries(run.results).flatMap(([name, r]) => {
     const { what, ...measures } = r;
-    const figures = Object.entries(measures).map(([k, v]) => `**${k}**: ${describe(v)}`);
-    return `| ${cell(name)} | ${cell(what ?? "")} | ${cell(figures.join("<br>"))} | \`${RERUN[name] ?? `npm run bench -- ${name}`}\` |`;
+    const latencies: (string | number)[][] = [];
+    const others: string[] = [];
+    for (const [k, v] of Object.entries(measures)) {
+      const row = statsRow(v);
+      if (row) {
+        const extra = Object.entries(v as Record<string, Json>)
+          .filter(([x]) => ![...STATS, "n", "samples"].includes(x))
+          .map(([x, y]) => `${x}: ${describe(y)}`)
+          .join("; ");
+        latencies.push([k, ...row, extra]);
+      } else {
+        others.push(`| ${cell(k)} | ${cell(describe(v))} |`);
+      }
+    }
+    // The column for what a summary has besides its percentiles, if any has something.
+    const also = latencies.some(r => r[r.length - 1] !== "");
+    const latencyRows = latencies.map(
+      r => `| ${(also ? r : r.slice(0, -1)).map(cell).join(" | ")} |`,
+    );
+    return [
+      `### ${name}`,
+      "",
+      `${what ? `${what}. ` : ""}Rerun: \`${RERUN[name] ?? `npm run bench -- ${name}`}\`.`,
+      "",
+      ...(latencies.length > 0
+        ? [
+            `| measure | n | p50 | p95 | p99 | max |${also ? " also |" : ""}`,
+            `| --- | --- | --- | --- | --- | --- |${also ? " --- |" : ""}`,
+            ...latencyRows,
+            "",
+          ]
+        : []),
+      ...(others.length > 0 ? ["| figure | value |", "| --- | --- |", ...others, ""] : []),
+    ];
   });
   return [
     BEGIN,
     "",
-    `Baseline: \`bench/baseline.json\`, taken ${run.date} on ${machineOf(run)}.`,
+    `Baseline: \`bench/baseline.json\`, taken ${run.date} on ${machineOf(run)}. Milliseconds unless named.`,
     "",
-    "| benchmark | what is measured | figures (ms unless named) | rerun |",
-    "| --- | --- | --- | --- |",
-    ...rows,
-    "",
+    ...sections,
     END,
   ].join("\n");
 }

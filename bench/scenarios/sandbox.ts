@@ -33,7 +33,7 @@ const policies = (on: boolean) =>
   );
 
 /** kube-router's pid, while it runs. */
-const policyControllerPid = () =>
+export const policyControllerPid = () =>
   Number(readFileSync(join(ROOT, ".cluster", "pids", "kube-router.pid"), "utf8").trim());
 
 /**
