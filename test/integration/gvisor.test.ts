@@ -72,7 +72,7 @@ describe("a sandbox under gVisor", () => {
     expect(await root("ls /dev")).not.toMatch(/\b(sda|vda|nvme0n1|kvm|mem)\b/);
   });
 
-  it("has the rootfs volume as its root: what it installs survives a pause (a new boot), and a reset drops it", async () => {
+  it("has the rootfs volume as its root: what it installs survives a pause (a new boot), goes with a fork (Copy), and a reset drops it", async () => {
     await h.createBox("installer", { templateRef: "gvisor" });
     let podd = await running("installer");
     // The image's tree as filled onto the volume: its user, and sudo for it (set-user-ID).
@@ -88,8 +88,34 @@ describe("a sandbox under gVisor", () => {
     // A kernel of its own, booted anew (what E2B's filesystem-only pause tests read).
     expect(await bootId()).not.toBe(booted);
 
+    await h.createBox("installer-fork", { templateRef: "gvisor", forkFrom: "installer" });
+    const fork = await running("installer-fork", "ForkCloned");
+    expect(await installed(fork)).toBe(ALL_INSTALLED);
+    await fork.sh("echo mine > /etc/only-in-fork", "root");
+    expect(await podd.sh("ls /etc/only-in-fork 2>/dev/null; true")).toBe("");
+
     await h.patchBox("installer", { rootfsGeneration: 2 });
     podd = await running("installer", "RootFSReset");
     expect(await installed(podd)).toBe("");
+  });
+
+  it("hands out a warm standby that starts from the image", async () => {
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "gvisor-pool" },
+      spec: { templateRef: "gvisor", replicas: 1 },
+    });
+    await kube.waitFor(
+      paths.podwarmpools(ns, "gvisor-pool"),
+      o => o?.status?.readyReplicas === 1,
+      180_000,
+    );
+    await h.createBox("claimed", { warmPoolRef: "gvisor-pool" });
+    const podd = await running("claimed", "WarmPoolClaimed");
+    expect(await podd.sh("uname -r")).toMatch(/gvisor/);
+    expect(await installed(podd)).toBe("");
+    expect(await podd.sh("id -un; sudo -n id -un", "user")).toBe("user\nroot\n");
+    await kube.mergePatch(paths.podwarmpools(ns, "gvisor-pool"), { spec: { replicas: 0 } });
   });
 });

@@ -171,7 +171,11 @@ describe("PodWarmPool, observed in the API server", () => {
   it("a pool whose standbys the API server refuses says why in its status", async () => {
     await kube.mustCreate(
       paths.podtemplates(ns),
-      podTemplate("no-runtime", { image: "py:3", runtimeClassName: "missing-class" }),
+      podTemplate("no-runtime", {
+        image: "py:3",
+        runtimeClassName: "missing-class",
+        volumeMode: "Filesystem",
+      }),
     );
     await kube.mustCreate(paths.podwarmpools(ns), {
       apiVersion: "pod.cubeplex.ai/v1alpha1",
