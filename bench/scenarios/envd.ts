@@ -9,10 +9,10 @@ import { CACHE_DIR, Kube, paths, ROOT } from "../../hack/lib/kube";
 import { connectFrame, localTokenKey } from "../../hack/lib/podd-client";
 import { realTenant } from "../../hack/lib/tenant";
 import { results } from "../lib/results";
+import { sdkOptions } from "../lib/sdk";
 import { now, stats, tenths } from "../lib/stats";
 
 const GATEWAY_PORT = Number(process.env.CUBEPOD_GATEWAY_PORT ?? 8080);
-const GATEWAY = `http://127.0.0.1:${GATEWAY_PORT}`;
 const ENVD_PORT = 49983;
 /** Round trips per route, alternating between them. */
 const ROUND_TRIPS = 200;
@@ -130,7 +130,7 @@ export async function benchEnvd(kube: Kube) {
     replicas: 1,
     size: "512Mi",
   });
-  const opts = { apiKey: key, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: "cubepod.localhost" };
+  const opts = sdkOptions(key);
   const sbx = await Sandbox.create("real", { ...opts, timeoutMs: 3_600_000 });
   try {
     const box = (await kube.get(paths.podboxes(ns, sbx.sandboxId))).body as PodBox;

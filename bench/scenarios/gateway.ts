@@ -10,9 +10,9 @@ import { apiKeySecret, podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
+import { GATEWAY, sdkOptions } from "../lib/sdk";
 import { now, sleep, stats, tenths } from "../lib/stats";
 
-const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
 const GATEWAY_PORT = Number(new URL(GATEWAY).port);
 const METRICS = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_METRICS_PORT ?? 8082}/metrics`;
 const ROUNDS = 40;
@@ -88,7 +88,7 @@ export async function benchGateway(kube: Kube) {
     [join(ROOT, "hack", "cluster", "envd-stand-in.ts"), ns],
     "podd stand-in serving",
   );
-  const opts = { apiKey: key, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: "cubepod.localhost" };
+  const opts = sdkOptions(key);
   const floorE2b = await ownProcess(
     [join(ROOT, "bench", "scenarios", "floor-e2b.ts"), String(FLOOR_E2B_PORT)],
     "ready",

@@ -5,13 +5,11 @@ import { buildBoxPod } from "../../capabilities/manifests/pod";
 import { Kube, Obj, paths } from "../../hack/lib/kube";
 import { PoddClient } from "../../hack/lib/podd-client";
 import { podBox, podTemplate, REAL_NODE_PLACEMENT, realTemplate } from "../../hack/lib/objects";
-import { realTenant } from "../../hack/lib/tenant";
-import { poolReadiness } from "../lib/pools";
 import { policyControllerPid } from "./sandbox";
 import { results } from "../lib/results";
+import { sdkTenant } from "../lib/sdk";
 import { now, sleep, stats } from "../lib/stats";
 
-const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
 /** A template placed on the real node, on its local volumes, forks copied. */
 const REAL_TEMPLATE = realTemplate("Filesystem", "1Gi");
 const validTemplate = (() => {
@@ -152,13 +150,7 @@ export async function benchRealNode(kube: Kube) {
  * but the full resync a claim's new Pod labels set off does not take the CPUs meanwhile.
  */
 async function warmClaims(kube: Kube) {
-  const { ns, key } = await realTenant(kube, {
-    prefix: "bench-real-claims",
-    template: "real",
-    replicas: 2,
-  });
-  const standbys = poolReadiness(kube, ns, "real");
-  const opts = { apiKey: key, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: "cubepod.localhost" };
+  const { ns, opts, standbys } = await sdkTenant(kube, "bench-real-claims", 2);
   const m = {
     claimToFirstOutput: [] as number[],
     claimCreate: [] as number[],

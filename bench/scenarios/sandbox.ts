@@ -6,12 +6,10 @@ import { Sandbox } from "e2b";
 import { PoddControl } from "../../gateway/podd-control";
 import type { PodBox } from "../../capabilities/api/kinds";
 import { Kube, ROOT } from "../../hack/lib/kube";
-import { realTenant } from "../../hack/lib/tenant";
-import { poolReadiness } from "../lib/pools";
 import { results } from "../lib/results";
+import { sdkTenant } from "../lib/sdk";
 import { now, sleep, stats, tenths } from "../lib/stats";
 
-const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
 /** Creates per turn. */
 const CREATES = 3;
 /** Turns of enforced, enforced with the policy controller stopped, and open, in that order. */
@@ -61,13 +59,7 @@ function policyControllerCpuMs(): number {
  * credential once per Pod and then compares it.
  */
 export async function benchSandbox(kube: Kube) {
-  const { ns, key } = await realTenant(kube, {
-    prefix: "bench-sandbox",
-    template: "real",
-    replicas: 2,
-  });
-  const standbys = poolReadiness(kube, ns, "real");
-  const opts = { apiKey: key, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: "cubepod.localhost" };
+  const { ns, key, opts, standbys } = await sdkTenant(kube, "bench-sandbox", 2);
   const m = {
     isolated: { create: [] as number[], command: [] as number[] },
     open: { create: [] as number[], command: [] as number[] },

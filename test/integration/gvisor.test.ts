@@ -100,17 +100,7 @@ describe("a sandbox under gVisor", () => {
   });
 
   it("hands out a warm standby that starts from the image", async () => {
-    await kube.mustCreate(paths.podwarmpools(ns), {
-      apiVersion: "pod.cubeplex.ai/v1alpha1",
-      kind: "PodWarmPool",
-      metadata: { name: "gvisor-pool" },
-      spec: { templateRef: "gvisor", replicas: 1 },
-    });
-    await kube.waitFor(
-      paths.podwarmpools(ns, "gvisor-pool"),
-      o => o?.status?.readyReplicas === 1,
-      180_000,
-    );
+    await h.readyPool("gvisor-pool", "gvisor", 1, 180_000);
     await h.createBox("claimed", { warmPoolRef: "gvisor-pool" });
     const podd = await running("claimed", "WarmPoolClaimed");
     expect(await podd.sh("uname -r")).toMatch(/gvisor/);

@@ -47,6 +47,20 @@ export function inNamespace(kube: Kube, ns: string) {
       ) as Promise<Obj>,
     waitGone: (path: string, timeoutMs?: number) =>
       kube.waitFor(path, o => o === undefined, timeoutMs),
+    /** Creates a warm pool and waits until all its standbys are ready. */
+    readyPool: async (name: string, templateRef: string, replicas: number, timeoutMs?: number) => {
+      await kube.mustCreate(paths.podwarmpools(ns), {
+        apiVersion: "pod.cubeplex.ai/v1alpha1",
+        kind: "PodWarmPool",
+        metadata: { name },
+        spec: { templateRef, replicas },
+      });
+      await kube.waitFor(
+        paths.podwarmpools(ns, name),
+        o => o?.status?.readyReplicas === replicas,
+        timeoutMs,
+      );
+    },
     /** The Pods and PVCs of a box (by its label) in the API server. */
     podsOf: (name: string) => kube.names(paths.pods(ns), `pod.cubeplex.ai/box=${name}`),
     pvcsOf: (key: string) => kube.names(paths.pvcs(ns), `pod.cubeplex.ai/volume-key=${key}`),

@@ -185,17 +185,7 @@ describe("a sandbox on the real node (Filesystem)", () => {
   });
 
   it("hands out a running warm standby with an empty workspace and the image's root", async () => {
-    await kube.mustCreate(paths.podwarmpools(ns), {
-      apiVersion: "pod.cubeplex.ai/v1alpha1",
-      kind: "PodWarmPool",
-      metadata: { name: "pool" },
-      spec: { templateRef: "fs", replicas: 1 },
-    });
-    await kube.waitFor(
-      paths.podwarmpools(ns, "pool"),
-      o => o?.status?.readyReplicas === 1,
-      120_000,
-    );
+    await h.readyPool("pool", "fs", 1, 120_000);
     await h.createBox("claimed", { warmPoolRef: "pool" });
     const podd = await running("claimed", "WarmPoolClaimed");
     expect(await sh(podd, "ls -A /workspace")).toBe("");
@@ -314,17 +304,7 @@ describe("a sandbox on the real node (Block)", () => {
   });
 
   it("hands out a standby on new devices; re-attaches Retain's devices by volumeKey with their root", async () => {
-    await kube.mustCreate(paths.podwarmpools(ns), {
-      apiVersion: "pod.cubeplex.ai/v1alpha1",
-      kind: "PodWarmPool",
-      metadata: { name: "block-pool" },
-      spec: { templateRef: "block", replicas: 1 },
-    });
-    await kube.waitFor(
-      paths.podwarmpools(ns, "block-pool"),
-      o => o?.status?.readyReplicas === 1,
-      120_000,
-    );
+    await h.readyPool("block-pool", "block", 1, 120_000);
     await h.createBox("block-claimed", { warmPoolRef: "block-pool" });
     const claimed = await running("block-claimed", "WarmPoolClaimed");
     expect(await sh(claimed, "ls -A /workspace")).toBe("");

@@ -12,7 +12,7 @@ const KEY = Buffer.alloc(32, 7).toString("base64");
 const VM = DEFAULT_VM_RUNTIME_CLASSES;
 const EGRESS = { enabled: true, image: "proxy:1", allowHosts: ["pypi.org", "*.github.com"] };
 
-const built = (t = template()) =>
+const built = (t = template(), rootfsPodd?: string) =>
   buildBoxPod({
     namespace: "ns",
     podName: "box",
@@ -20,6 +20,7 @@ const built = (t = template()) =>
     template: t,
     rootfsPVCName: "r",
     workspacePVCName: "w",
+    rootfsPodd,
   });
 
 const handWritten = (): V1Pod => ({
@@ -273,21 +274,7 @@ describe("injectRuntime", () => {
 
   it("starts a Pod on a volume an earlier Pod filled with no init container but the egress rules", () => {
     const t = template({ volumeMode: "Filesystem", egress: EGRESS });
-    const pod = (rootfsPodd: string) =>
-      injectRuntime(
-        buildBoxPod({
-          namespace: "ns",
-          podName: "box",
-          boxName: "box",
-          template: t,
-          rootfsPVCName: "r",
-          workspacePVCName: "w",
-          rootfsPodd,
-        }),
-        t.spec,
-        KEY,
-        VM,
-      );
+    const pod = (rootfsPodd: string) => injectRuntime(built(t, rootfsPodd), t.spec, KEY, VM);
     const prepared = pod(t.spec.poddInjectorImage);
     expect(prepared.spec?.initContainers?.map(c => c.name)).toEqual(["egress-isolate"]);
     expect(prepared.spec?.volumes?.map(v => v.name)).not.toContain("cubepod-bin");
