@@ -67,10 +67,14 @@ if ! stamp_ok kube-router "$KUBE_ROUTER_VERSION"; then
 fi
 
 # --- gVisor (the real node's sandboxing runtime) --------------------------------------------
-# One change to the module's source: its shim lowers its own oom_score_adj to -999 and fails when
-# it may not, and this machine denies every process that (no CAP_SYS_RESOURCE; containerd's
-# restrict_oom_score_adj is the same allowance for runc). The shim keeps containerd's score.
-if ! stamp_ok runsc "$GVISOR_VERSION" || ! stamp_ok containerd-shim-runsc-v1.real "$GVISOR_VERSION"; then
+# Two changes to the module's source. Its shim lowers its own oom_score_adj to -999 and fails
+# when it may not, and this machine denies every process that (no CAP_SYS_RESOURCE; containerd's
+# restrict_oom_score_adj is the same allowance for runc): the shim keeps containerd's score. And
+# runsc's seccomp filter of the sandbox returns the errno each rule asks for
+# (gvisor-seccomp-errno.patch says why). The build is stamped with the patch too.
+gvisor_patch=$here/gvisor-seccomp-errno.patch
+gvisor_build="$GVISOR_VERSION+$(sha256sum "$gvisor_patch" | cut -c1-12)"
+if ! stamp_ok runsc "$gvisor_build" || ! stamp_ok containerd-shim-runsc-v1.real "$gvisor_build"; then
   log "building gVisor $GVISOR_VERSION (runsc, containerd-shim-runsc-v1)"
   d=$CUBEPOD_CACHE/src/gvisor-$GVISOR_VERSION
   rm -rf "$d" && mkdir -p "$d"
@@ -79,14 +83,15 @@ if ! stamp_ok runsc "$GVISOR_VERSION" || ! stamp_ok containerd-shim-runsc-v1.rea
   manager=$d/gvisor/pkg/shim/v1/manager.go
   grep -q 'oomScoreMax = -999' "$manager" || { echo "error: gVisor's shim no longer sets oomScoreMax = -999 in $manager: review the change" >&2; exit 1; }
   sed -i 's/oomScoreMax = -999/oomScoreMax = 0/' "$manager"
+  (cd "$d/gvisor" && git apply -p1 "$gvisor_patch") || { echo "error: $gvisor_patch no longer applies to gVisor $GVISOR_VERSION: review it" >&2; exit 1; }
   (cd "$d/gvisor" && go build -trimpath -ldflags "-s -w -X gvisor.dev/gvisor/runsc/version.version=$GVISOR_VERSION" \
     -o "$d/bin/" ./runsc ./shim)
   mv "$d/bin/runsc" "$CUBEPOD_BIN/runsc"
   # The real one: containerd runs it through runsc-shim.sh (real-node.sh installs it).
   mv "$d/bin/shim" "$CUBEPOD_BIN/containerd-shim-runsc-v1.real"
   rm -rf "$d"
-  stamp runsc "$GVISOR_VERSION"
-  stamp containerd-shim-runsc-v1.real "$GVISOR_VERSION"
+  stamp runsc "$gvisor_build"
+  stamp containerd-shim-runsc-v1.real "$gvisor_build"
 fi
 
 # --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------
