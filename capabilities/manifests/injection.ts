@@ -113,7 +113,8 @@ export function injectRuntime(
   }
 
   const block = blockMode(tpl, vmRuntimeClasses);
-  if (block) mainEnv.push(...rootfsEnv(tpl));
+  // podd-init fills from them in Block mode; podd measures the sandbox's disk by them.
+  if (block || rootfsRoot) mainEnv.push(...rootfsEnv(tpl));
 
   withoutServiceAccountToken(spec);
   spec.volumes = upsertAll(spec.volumes ?? [], volumes);

@@ -51,6 +51,10 @@ func New(guard *control.Guard, session *core.Session) *Daemon {
 	return d
 }
 
+// MeasureDisk makes the filesystem at path the sandbox's disk in /metrics: where its root's
+// writes land (the rootfs volume), not the image's root.
+func (d *Daemon) MeasureDisk(path string) { d.host.disk = path }
+
 // ReapOrphans makes the daemon wait for the processes the sandbox leaves behind, which become
 // its children when it is the container's first process.
 func (d *Daemon) ReapOrphans() { d.processes.ReapOrphans() }

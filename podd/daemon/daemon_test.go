@@ -129,3 +129,13 @@ func TestRPCRefusalsAreConnectErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestDiskIsTheFilesystemsOwnOrNone(t *testing.T) {
+	used, total := disk(t.TempDir())
+	if total == 0 || used > total || total > maxFigure {
+		t.Errorf("a real filesystem: used %d of %d", used, total)
+	}
+	if used, total := disk("/no/such/path"); used != 0 || total != 0 {
+		t.Errorf("no filesystem: used %d of %d", used, total)
+	}
+}

@@ -37,10 +37,12 @@ type host struct {
 	mu       sync.Mutex
 	lastUsec uint64
 	lastAt   time.Time
+	// disk is a path on the filesystem whose size and use are the sandbox's disk.
+	disk string
 }
 
 func newHost() *host {
-	h := &host{}
+	h := &host{disk: "/"}
 	h.lastUsec, _ = cpuUsec()
 	h.lastAt = time.Now()
 	return h
@@ -62,12 +64,25 @@ func (h *host) sample() (*Metrics, error) {
 	h.mu.Unlock()
 	m.MemUsed, m.MemTotal, m.MemCache = memory()
 	m.MemUsedMiB, m.MemTotalMiB = m.MemUsed>>20, m.MemTotal>>20
-	var st unix.Statfs_t
-	if unix.Statfs("/", &st) == nil {
-		m.DiskTotal = st.Blocks * uint64(st.Bsize)
-		m.DiskUsed = (st.Blocks - st.Bavail) * uint64(st.Bsize)
-	}
+	m.DiskUsed, m.DiskTotal = disk(h.disk)
 	return m, nil
+}
+
+// maxFigure is the largest figure a client reads exactly (a JSON number, 2^53): a filesystem
+// that claims more has no size to tell (gVisor's memory-backed root says 2^63).
+const maxFigure = 1 << 53
+
+// disk is the use and size of the filesystem at path; zero when it tells none.
+func disk(path string) (used, total uint64) {
+	var st unix.Statfs_t
+	if unix.Statfs(path, &st) != nil {
+		return 0, 0
+	}
+	total = st.Blocks * uint64(st.Bsize)
+	if total > maxFigure || st.Bavail > st.Blocks {
+		return 0, 0
+	}
+	return (st.Blocks - st.Bavail) * uint64(st.Bsize), total
 }
 
 // cpuCount is the CPUs the cgroup's quota allows (rounded up), else the machine's.
@@ -113,7 +128,9 @@ func cpuUsec() (uint64, error) {
 	return ticks * 10000, nil // USER_HZ is 100 on Linux
 }
 
-// memory is the cgroup's use, limit (the machine's memory when it has none) and page cache.
+// memory is the cgroup's use, limit (the machine's memory when it has none) and page cache. A
+// sandbox with a kernel of its own (gVisor, a VM) has no such cgroup inside: that kernel's own
+// figures are the sandbox's then.
 func memory() (used, total, cache uint64) {
 	total = machineMemory()
 	if raw, err := os.ReadFile(cgroup + "/memory.max"); err == nil {
@@ -121,9 +138,16 @@ func memory() (used, total, cache uint64) {
 			total = v
 		}
 	}
-	if raw, err := os.ReadFile(cgroup + "/memory.current"); err == nil {
-		used, _ = strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
+	raw, err := os.ReadFile(cgroup + "/memory.current")
+	if err != nil {
+		available, _ := keyed("/proc/meminfo", "MemAvailable:")
+		cache, _ = keyed("/proc/meminfo", "Cached:")
+		if available*1024 < total {
+			used = total - available*1024
+		}
+		return used, total, cache * 1024
 	}
+	used, _ = strconv.ParseUint(strings.TrimSpace(string(raw)), 10, 64)
 	cache, _ = keyed(cgroup+"/memory.stat", "file")
 	if used >= cache {
 		used -= cache

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"cubepod.local/podd/control"
@@ -25,10 +26,20 @@ type config struct {
 	port   int
 	guard  *control.Guard
 	podUID string
+	// disk is where the sandbox's root writes land: the first of the rootfs volume's
+	// directories (CUBEPOD_ROOTFS_DIRS), else the root.
+	disk string
 }
 
 func load(env func(string) string) (*config, error) {
-	c := &config{port: 49983}
+	c := &config{port: 49983, disk: "/"}
+	if dirs := strings.TrimSpace(env("CUBEPOD_ROOTFS_DIRS")); dirs != "" {
+		first, _, _ := strings.Cut(dirs, ",")
+		if first == "" || strings.ContainsAny(first, "/\x00") {
+			return nil, fmt.Errorf("CUBEPOD_ROOTFS_DIRS: expected top-level directory names such as usr,etc, got %q", dirs)
+		}
+		c.disk = "/" + first
+	}
 	if v := env("CUBEPOD_ENVD_PORT"); v != "" {
 		p, err := strconv.Atoi(v)
 		if err != nil || p < 1 || p > 65535 {
@@ -55,6 +66,7 @@ func main() {
 	}
 	session := core.NewSession(map[string]string{"E2B_SANDBOX": "true"})
 	d := daemon.New(c.guard, session)
+	d.MeasureDisk(c.disk)
 	if os.Getpid() == 1 {
 		d.ReapOrphans()
 	}

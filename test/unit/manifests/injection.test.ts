@@ -267,6 +267,11 @@ describe("injectRuntime", () => {
       ["/opt/cubepod/bin", ".cubepod/bin"],
     ]);
     expect(mounts.find(m => m.mountPath === "/opt/cubepod/bin")?.readOnly).toBe(true);
+    // podd measures the sandbox's disk on the volume, by its directories.
+    expect(pod.spec?.containers[0].env).toContainEqual({
+      name: "CUBEPOD_ROOTFS_DIRS",
+      value: "etc,home,opt,root,srv,tmp,usr,var",
+    });
     expect(pod.metadata?.annotations?.["pod.cubeplex.ai/podd-image"]).toBe(
       t.spec.poddInjectorImage,
     );
