@@ -3,10 +3,12 @@ package filesystem
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"testing"
 	"time"
@@ -289,5 +291,36 @@ func TestPolledWatcher(t *testing.T) {
 	_, err = c.GetWatcherEvents(ctx, connect.NewRequest(&spec.GetWatcherEventsRequest{WatcherId: id}))
 	if code(err) != connect.CodeNotFound {
 		t.Fatalf("removed watcher: %v", err)
+	}
+}
+
+func TestPollRightAfterAChangeHasItsEvent(t *testing.T) {
+	c, root := client(t), tree(t)
+	ctx := context.Background()
+	created, err := c.CreateWatcher(ctx, connect.NewRequest(&spec.CreateWatcherRequest{Path: root, IncludeEntry: true}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := created.Msg.WatcherId
+	poll := func() []*spec.FilesystemEvent {
+		t.Helper()
+		res, err := c.GetWatcherEvents(ctx, connect.NewRequest(&spec.GetWatcherEventsRequest{WatcherId: id}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res.Msg.Events
+	}
+	if events := poll(); len(events) != 0 {
+		t.Fatalf("before any change: %v", events)
+	}
+	for i := range 3 {
+		name := fmt.Sprintf("now-%d.txt", i)
+		if err := os.WriteFile(filepath.Join(root, name), []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		events := poll()
+		if !slices.ContainsFunc(events, func(e *spec.FilesystemEvent) bool { return e.Name == name }) {
+			t.Fatalf("a poll right after writing %s: %v", name, events)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/fsnotify/fsnotify"
@@ -175,10 +176,18 @@ type polled struct {
 	mu     sync.Mutex
 	events []*spec.FilesystemEvent
 	err    error
+	// arrived has a value once an event was kept since the last poll.
+	arrived chan struct{}
 }
 
 // maxPolledEvents bounds what a watcher nobody polls keeps; older events are dropped.
 const maxPolledEvents = 10000
+
+// pollGrace is how long a poll that finds no event waits for one: the kernel queues a change's
+// event as the change is made, and the watch takes it (and, asked to, its entry's details) a
+// moment later, longer on a kernel of the sandbox's own (gVisor), so that a poll right after a
+// change would otherwise miss it.
+const pollGrace = 50 * time.Millisecond
 
 func newWatchers() *watchers { return &watchers{byID: map[string]*polled{}} }
 
@@ -189,7 +198,7 @@ func (s *Service) CreateWatcher(_ context.Context, req *connect.Request[spec.Cre
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	p := &polled{cancel: cancel}
+	p := &polled{cancel: cancel, arrived: make(chan struct{}, 1)}
 	id := watcherID()
 	s.watchers.mu.Lock()
 	s.watchers.byID[id] = p
@@ -202,6 +211,10 @@ func (s *Service) CreateWatcher(_ context.Context, req *connect.Request[spec.Cre
 				p.events = p.events[1:]
 			}
 			p.events = append(p.events, e)
+			select {
+			case p.arrived <- struct{}{}:
+			default:
+			}
 			return nil
 		})
 		p.mu.Lock()
@@ -221,10 +234,20 @@ func (s *Service) watcher(id string) (*polled, error) {
 	return p, nil
 }
 
-func (s *Service) GetWatcherEvents(_ context.Context, req *connect.Request[spec.GetWatcherEventsRequest]) (*connect.Response[spec.GetWatcherEventsResponse], error) {
+func (s *Service) GetWatcherEvents(ctx context.Context, req *connect.Request[spec.GetWatcherEventsRequest]) (*connect.Response[spec.GetWatcherEventsResponse], error) {
 	p, err := s.watcher(req.Msg.GetWatcherId())
 	if err != nil {
 		return nil, err
+	}
+	p.mu.Lock()
+	idle := len(p.events) == 0 && p.err == nil
+	p.mu.Unlock()
+	if idle {
+		select {
+		case <-p.arrived:
+		case <-time.After(pollGrace):
+		case <-ctx.Done():
+		}
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -233,6 +256,11 @@ func (s *Service) GetWatcherEvents(_ context.Context, req *connect.Request[spec.
 	}
 	events := p.events
 	p.events = nil
+	// The signal of events taken now is not one for the next poll.
+	select {
+	case <-p.arrived:
+	default:
+	}
 	return connect.NewResponse(&spec.GetWatcherEventsResponse{Events: events}), nil
 }
 
