@@ -2,7 +2,8 @@
  * E2B's own SDK test suites (../shared/e2b-sdk-tests, E2B's files unedited) against the gateway
  * on the real node: the conformance tier.
  * Usage: tsx test/e2b/run.ts [js|py|all] [--tier all] [--only <part of a path>,...] [--py-sync]
- * (`--py-sync` leaves out Python's async files, which repeat the sync ones).
+ * [--runtime gvisor] (`--py-sync` leaves out Python's async files, which repeat the sync ones;
+ * `--runtime` names the sandboxes' RuntimeClass, the real node's runc when not given).
  *
  * The files are copied at run time into a folder of the cache, where the only adaptations that
  * folder's README names are made (imports of E2B's source point at the published `e2b` package,
@@ -40,6 +41,15 @@ const POOL = Number(process.env.CUBEPOD_E2B_POOL ?? 8);
 type Skips = Record<"js" | "py", Record<string, string>>;
 const skips = JSON.parse(readFileSync(join(__dirname, "skips.json"), "utf8")) as Skips;
 
+/** The sandboxes' RuntimeClass: the real node's runc (none), or `gvisor`. */
+const RUNTIME = flag("--runtime") ?? process.env.CUBEPOD_E2B_RUNTIME_CLASS ?? "";
+
+/** The names of a suite's tests left out under this run's runtime: `runc`'s only under runc. */
+const skipped = (suite: "js" | "py") =>
+  Object.entries(skips[suite])
+    .filter(([, reason]) => reason !== "runc" || RUNTIME !== "gvisor")
+    .map(([name]) => name);
+
 /** The files of a selection list (`<tier> <path>`), in its order. */
 function selected(list: string, all: boolean): string[] {
   const only = flag("--only")?.split(",");
@@ -66,6 +76,7 @@ async function tenant(kube: Kube): Promise<{ ns: string; key: string }> {
     template: "base",
     replicas: POOL,
     size: "256Mi",
+    runtimeClassName: RUNTIME,
     // E2B's tests keep files in the home directory and /tmp, not in /usr: without it on the
     // rootfs volume, a standby's first start copies a few MiB instead of the whole image, and
     // the pool keeps up with the suites' bursts. The real-node tier covers /usr.
@@ -151,7 +162,7 @@ export default defineConfig({ test: { include: ${JSON.stringify(files)}, environ
       "--reporter=default",
       "--reporter=json",
       `--outputFile.json=${report}`,
-      ...skipPattern(Object.keys(skips.js)),
+      ...skipPattern(skipped("js")),
     ],
     {
       cwd: work,
@@ -224,7 +235,7 @@ async function runPy(key: string, all: boolean, syncOnly: boolean): Promise<Coun
     bundle,
     readFileSync(certifi, "utf8") + readFileSync(join(CLUSTER_DIR, "pki", "ca.crt"), "utf8"),
   );
-  const names = Object.keys(skips.py);
+  const names = skipped("py");
   const report = join(work, "report.xml");
   const proxy = await sandboxHostsProxy();
   try {
