@@ -133,6 +133,12 @@ export class SandboxProxy {
    * (a new version is a new object): a request then derives nothing.
    */
   readonly #live = new WeakMap<PodBox, Live | null>();
+  /**
+   * The open requests and WebSockets of each box (by UID), by the Pod they go to, each with what
+   * cuts it: a sandbox killed or paused ends its streams at once, as E2B's do, not whenever its
+   * Pod's teardown gets to close them.
+   */
+  readonly #open = new Map<string, Map<string, Set<() => void>>>();
 
   /**
    * @param resume resumes a paused sandbox and resolves once it serves (ControlApi.resume)
@@ -142,7 +148,47 @@ export class SandboxProxy {
     private readonly client: ApiClient,
     private readonly config: GatewayConfig,
     private readonly resume: (namespace: string, id: string) => Promise<unknown>,
-  ) {}
+  ) {
+    boxes.subscribe((box, deleted) => this.#cutStale(box, deleted));
+  }
+
+  /** How many requests and WebSockets are open to the box with that UID. */
+  openTo(uid: string): number {
+    let n = 0;
+    for (const cuts of this.#open.get(uid)?.values() ?? []) n += cuts.size;
+    return n;
+  }
+
+  /** Ends the streams to any Pod of the box that no longer serves it. */
+  #cutStale(box: PodBox, deleted: boolean): void {
+    const uid = box.metadata?.uid ?? "";
+    const byPod = this.#open.get(uid);
+    if (!byPod) return;
+    const serving = !deleted && endpointOf(box) ? box.status?.podUID : undefined;
+    for (const [pod, cuts] of byPod) {
+      if (pod === serving) continue;
+      byPod.delete(pod);
+      for (const cut of cuts) cut();
+    }
+    if (byPod.size === 0) this.#open.delete(uid);
+  }
+
+  /** Keeps `cut` for the box's current Pod until `done` fires. */
+  #track(target: Live, cut: () => void, done: (listener: () => void) => void): void {
+    const uid = target.box.metadata?.uid ?? "";
+    const pod = target.box.status?.podUID ?? "";
+    const byPod = this.#open.get(uid) ?? new Map<string, Set<() => void>>();
+    this.#open.set(uid, byPod);
+    const cuts = byPod.get(pod) ?? new Set<() => void>();
+    byPod.set(pod, cuts);
+    cuts.add(cut);
+    done(() => {
+      cuts.delete(cut);
+      if (cuts.size > 0 || byPod.get(pod) !== cuts) return;
+      byPod.delete(pod);
+      if (byPod.size === 0 && this.#open.get(uid) === byPod) this.#open.delete(uid);
+    });
+  }
 
   /** The box and address a request goes to, or the error to answer. */
   resolve(
@@ -254,6 +300,11 @@ export class SandboxProxy {
       proxiedConnections.dec();
       if (!res.writableFinished) forward.abort();
     });
+    this.#track(
+      target,
+      () => res.destroy(),
+      listener => res.once("close", listener),
+    );
     const host = target.ip.includes(":") ? `[${target.ip}]` : target.ip;
     this.#agent.dispatch(
       {
@@ -287,6 +338,11 @@ export class SandboxProxy {
     this.#recordActivity(target.box);
     proxiedConnections.inc();
     socket.once("close", () => proxiedConnections.dec());
+    this.#track(
+      target,
+      () => socket.destroy(),
+      listener => socket.once("close", listener),
+    );
     const upstream = connect(route.port, target.ip, () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`];
       const control = controlFor(target, route);
@@ -302,6 +358,7 @@ export class SandboxProxy {
     });
     upstream.on("error", () => socket.destroy());
     socket.on("error", () => upstream.destroy());
+    socket.once("close", () => upstream.destroy());
   }
 
   #recordActivity(box: PodBox): void {

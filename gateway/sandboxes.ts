@@ -32,6 +32,12 @@ export class SandboxIndex extends NamespacedCache<PodBox> {
   readonly #waiters = new Set<Waiter>();
   /** Boxes by name, then namespace: every proxied request looks its sandbox up by name. */
   readonly #byName = new Map<string, Map<string, PodBox>>();
+  readonly #listeners: ((box: PodBox, deleted: boolean) => void)[] = [];
+
+  /** Calls `listener` with every box the watch delivers, after the index has it. */
+  subscribe(listener: (box: PodBox, deleted: boolean) => void): void {
+    this.#listeners.push(listener);
+  }
 
   override observe(box: PodBox, deleted: boolean): void {
     super.observe(box, deleted);
@@ -45,6 +51,7 @@ export class SandboxIndex extends NamespacedCache<PodBox> {
     for (const w of this.#waiters) {
       if (w.ns === ns && w.id === id && w.done(deleted ? undefined : box)) this.#waiters.delete(w);
     }
+    for (const listener of this.#listeners) listener(box, deleted);
   }
 
   /** The boxes of that name in any namespace (one, unless tenants chose the same name). */

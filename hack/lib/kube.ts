@@ -231,13 +231,37 @@ export class Kube {
       );
       const timer = setTimeout(() => {
         stop();
-        reject(
-          new Error(
-            `timed out waiting on ${path}; last seen: ${JSON.stringify(last?.status ?? last ?? "absent")}`,
-          ),
+        const seen = `last seen: ${JSON.stringify(last?.status ?? last ?? "absent")}`;
+        void this.#podOf(path, last).then(pod =>
+          reject(new Error(`timed out waiting on ${path}; ${seen}${pod}`)),
         );
       }, timeoutMs);
     });
+  }
+
+  /**
+   * For a box that names its Pod: the Pod's container states and the events about it, so that a
+   * box stuck waiting for its Pod says why; empty for anything else.
+   */
+  async #podOf(path: string, box: Obj | undefined): Promise<string> {
+    const ns = box?.metadata?.namespace;
+    const name = box?.status?.podName;
+    if (!path.includes("/podboxes/") || !ns || !name) return "";
+    try {
+      const pod = await this.get(`/api/v1/namespaces/${ns}/pods/${name}`);
+      const states = [
+        ...(pod.body.status?.initContainerStatuses ?? []),
+        ...(pod.body.status?.containerStatuses ?? []),
+      ].map((c: Obj) => ({ name: c.name, ready: c.ready, state: c.state, last: c.lastState }));
+      const selector = encodeURIComponent(`involvedObject.name=${name}`);
+      const events = await this.get(`/api/v1/namespaces/${ns}/events?fieldSelector=${selector}`);
+      const said = (events.body.items ?? [])
+        .slice(-10)
+        .map((e: Obj) => `${e.reason}: ${e.message}`);
+      return `; its Pod: ${JSON.stringify({ phase: pod.body.status?.phase, states, events: said })}`;
+    } catch (e) {
+      return `; its Pod could not be read: ${e instanceof Error ? e.message : String(e)}`;
+    }
   }
 
   /**

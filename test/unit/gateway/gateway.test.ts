@@ -1,4 +1,6 @@
 import { execFileSync } from "node:child_process";
+import { createServer, request as httpRequest, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
 import { createHash } from "node:crypto";
 import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -296,6 +298,82 @@ describe("the proxy's choice of box", () => {
     expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({ status: 401 });
     headers["x-access-token"] = accessToken(KEY, again);
     expect(proxy.resolve(envd, "POST", "/files", headers)).toMatchObject({ ip: "127.0.0.11" });
+  });
+});
+
+describe("the proxy's open streams", () => {
+  const servers: Server[] = [];
+  const listen = (server: Server) =>
+    new Promise<number>(resolve => {
+      servers.push(server);
+      server.listen(0, "127.0.0.1", () => resolve((server.address() as AddressInfo).port));
+    });
+  afterAll(() => servers.forEach(s => s.close()));
+
+  it("ends a box's streams when it is killed or paused, not on an update that keeps its Pod", async () => {
+    // The sandbox's program: a stream that never ends on its own.
+    const pod = await listen(
+      createServer((_req, res) => {
+        res.writeHead(200, { "Content-Type": "text/plain" });
+        res.write("first\n");
+      }),
+    );
+    const boxes = new SandboxIndex();
+    const config = loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: KEY });
+    // Activity is recorded with the API server, which this test has none of.
+    const client = { mergePatch: async () => undefined } as unknown as ApiClient;
+    const proxy = new SandboxProxy(boxes, client, config, async () => undefined);
+    const gateway = await listen(
+      createServer((req, res) => proxy.handle(req, res, { id: "sbx", port: pod })),
+    );
+    const running = (extra: Partial<PodBox["metadata"]> = {}, spec: Partial<PodBox["spec"]> = {}) =>
+      box("sbx", {
+        metadata: { ...box("sbx").metadata, ...extra },
+        spec: spec as PodBox["spec"],
+        status: {
+          phase: "Running",
+          podIP: "127.0.0.1",
+          podUID: "pod-1",
+          poddURL: "http://127.0.0.1:49983",
+        } as PodBox["status"],
+      });
+    // A stream once it has its first line, and how it ends.
+    const stream = () =>
+      new Promise<{ ended: Promise<string> }>((started, failed) => {
+        const req = httpRequest({ port: gateway, host: "127.0.0.1", path: "/" }, res => {
+          res.once("data", () =>
+            started({
+              ended: new Promise(ended => {
+                res.on("end", () => ended("end"));
+                res.on("error", () => ended("cut"));
+                res.on("close", () => ended("cut"));
+              }),
+            }),
+          );
+        });
+        req.on("error", failed);
+        req.end();
+      });
+
+    boxes.observe(running(), false);
+    const killed = await stream();
+    boxes.observe(running({ annotations: { seen: "now" } }), false);
+    expect(proxy.openTo("uid-sbx")).toBe(1);
+    boxes.observe(running({ deletionTimestamp: new Date("2026-12-01T10:00:00Z") }), false);
+    expect(await killed.ended).toBe("cut");
+    expect(proxy.openTo("uid-sbx")).toBe(0);
+
+    boxes.observe(running(), false);
+    const paused = await stream();
+    boxes.observe(running({}, { desiredState: "Paused" }), false);
+    expect(await paused.ended).toBe("cut");
+
+    boxes.observe(running(), false);
+    const gone = await stream();
+    boxes.observe(running(), true);
+    expect(await gone.ended).toBe("cut");
+    expect(proxy.openTo("uid-sbx")).toBe(0);
+    proxy.close();
   });
 });
 
