@@ -75,6 +75,8 @@ export class Informer<T extends Meta> {
   }
 
   #deliver(obj: T, deleted: boolean): void {
+    // Who wrote which field is read by nothing here, and is often most of an object's size.
+    if (obj.metadata) delete (obj.metadata as { managedFields?: unknown }).managedFields;
     if (deleted) this.#known.delete(keyOf(obj));
     else this.#known.set(keyOf(obj), obj);
     this.onEvent(obj, deleted);

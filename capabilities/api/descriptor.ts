@@ -19,4 +19,6 @@ export type KindDescriptor = {
   spec: z.ZodType;
   status: z.ZodType;
   printerColumns: PrinterColumn[];
+  /** The `scale` subresource, for a kind that autoscalers (HPA, KEDA) may size. */
+  scale?: { specReplicasPath: string; statusReplicasPath: string; labelSelectorPath: string };
 };

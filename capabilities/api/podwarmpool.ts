@@ -27,6 +27,8 @@ export const podWarmPoolStatusSchema = z.object({
   updatedReplicas: z.int().min(0).optional(),
   observedGeneration: z.int().min(0).optional(),
   templateHash: z.string().optional(),
+  /** The label selector of the pool's standbys, as the `scale` subresource reports it. */
+  selector: z.string().optional(),
   conditions: z.array(conditionSchema).optional(),
 });
 
@@ -48,4 +50,10 @@ export const podWarmPoolDescriptor: KindDescriptor = {
     { name: "Up-to-date", type: "integer", jsonPath: ".status.updatedReplicas", priority: 1 },
     { name: "Age", type: "date", jsonPath: ".metadata.creationTimestamp" },
   ],
+  // `kubectl scale`, an HPA or KEDA set spec.replicas through it, within the schema's bounds.
+  scale: {
+    specReplicasPath: ".spec.replicas",
+    statusReplicasPath: ".status.replicas",
+    labelSelectorPath: ".status.selector",
+  },
 };

@@ -39,7 +39,7 @@ export function buildCRD(d: KindDescriptor): CustomResourceDefinition {
           name: VERSION,
           served: true,
           storage: true,
-          subresources: { status: {} },
+          subresources: { status: {}, ...(d.scale ? { scale: d.scale } : {}) },
           additionalPrinterColumns: d.printerColumns,
           schema: {
             openAPIV3Schema: {

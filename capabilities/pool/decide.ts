@@ -4,6 +4,7 @@ import type { Owner, TemplateRef } from "../manifests/types";
 import { poolOwnerRef } from "../manifests/owner";
 import type { ObjectAction } from "../kit/object-actions";
 import { readyCondition } from "../kit/conditions";
+import { LABEL_POOL } from "../manifests/labels";
 
 /** One standby of a pool, grouped from its Pod and PVCs by volume key. */
 export type ObservedStandby = {
@@ -206,6 +207,7 @@ function poolStatus(
     updatedReplicas: updated,
     observedGeneration: o.pool.generation,
     ...(o.templateHash ? { templateHash: o.templateHash } : {}),
+    selector: `${LABEL_POOL}=${o.pool.name}`,
     conditions: [condition],
   };
 }

@@ -147,6 +147,13 @@ describe("only the operator's own Pods and volumes count (provenance)", () => {
     },
   });
 
+  it("lets a template author size a pool through its scale subresource, a sandbox user not", async () => {
+    const scale = `${paths.podwarmpools(ns, "pool")}/scale`;
+    expect((await as("user").mergePatch(scale, { spec: { replicas: 2 } })).status).toBe(403);
+    expect((await as("author").mergePatch(scale, { spec: { replicas: 1 } })).status).toBe(200);
+    expect((await admin.get(paths.podwarmpools(ns, "pool"))).body.spec.replicas).toBe(1);
+  });
+
   it("refuses a Pod that claims to be a box's, and the box keeps its own Pod", async () => {
     const r = await editor().create(
       paths.pods(ns),

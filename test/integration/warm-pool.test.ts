@@ -140,6 +140,30 @@ describe("PodWarmPool, observed in the API server", () => {
     await poolAt("p", 2);
   });
 
+  it("scales through the scale subresource, as kubectl scale, an HPA or KEDA do, within its bounds", async () => {
+    const scale = paths.podwarmpools(ns, "p") + "/scale";
+    const now = await get(scale);
+    expect(now).toMatchObject({
+      kind: "Scale",
+      spec: { replicas: 2 },
+      status: { replicas: 2, selector: "pod.cubeplex.ai/pool=p" },
+    });
+    expect((await kube.mergePatch(scale, { spec: { replicas: 3 } })).status).toBe(200);
+    await poolAt("p", 3);
+    // The selector names the pool's standbys and nothing else: what an autoscaler counts.
+    const selector = (await get(scale)).status.selector;
+    expect(selector).toBe("pod.cubeplex.ai/pool=p");
+    for (let i = 0; i < 100 && (await standbys("p")).length !== 3; i++)
+      await new Promise(r => setTimeout(r, 200));
+    expect(await kube.names(paths.pods(ns), selector)).toHaveLength(3);
+    const refused = await kube.mergePatch(scale, { spec: { replicas: 1001 } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.message).toContain("spec.replicas");
+    expect((await get(paths.podwarmpools(ns, "p"))).spec.replicas).toBe(3);
+    await kube.mergePatch(scale, { spec: { replicas: 2 } });
+    await poolAt("p", 2);
+  });
+
   it("a template change replaces stale standbys a few at a time, never emptying the pool", async () => {
     const oldHash = (await get(paths.podwarmpools(ns, "p"))).status.templateHash;
     let lowest = Infinity;

@@ -94,4 +94,20 @@ describe("generated CRDs", () => {
     expect(prop(pool, "spec.replicas")).toMatchObject({ type: "integer", minimum: 0 });
     expect(prop(pool, "status.readyReplicas")).toMatchObject({ type: "integer" });
   });
+
+  it("gives pools, and only pools, the scale subresource autoscalers size them by", () => {
+    const subresources = (plural: string) =>
+      (buildCRD(DESCRIPTORS.find(d => d.plural === plural)!).spec.versions as Node[])[0]
+        .subresources;
+    expect(subresources("podwarmpools")).toEqual({
+      status: {},
+      scale: {
+        specReplicasPath: ".spec.replicas",
+        statusReplicasPath: ".status.replicas",
+        labelSelectorPath: ".status.selector",
+      },
+    });
+    expect(subresources("podboxes")).toEqual({ status: {} });
+    expect(subresources("podtemplates")).toEqual({ status: {} });
+  });
 });

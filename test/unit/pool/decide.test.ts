@@ -120,7 +120,12 @@ describe("decidePool", () => {
   it("does nothing when the pool is full and ready, and says so", () => {
     const p = decidePool(obs(2, [standby("a"), standby("b")]));
     expect(p.actions).toEqual([]);
-    expect(p.status).toMatchObject({ replicas: 2, readyReplicas: 2 });
+    // The selector is what the scale subresource reports: the pool's standbys, never a claimed Pod.
+    expect(p.status).toMatchObject({
+      replicas: 2,
+      readyReplicas: 2,
+      selector: "pod.cubeplex.ai/pool=pool",
+    });
     expect(p.status.conditions?.[0]).toMatchObject({
       type: "Ready",
       status: "True",
