@@ -1,6 +1,6 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
- * `npm run bench -- warm floor stream cold admission gateway real sandbox envd scale` picks some (scenarios/). Prints a
+ * `npm run bench -- warm floor stream cold admission gateway real sandbox envd scale scale10k` picks some (scenarios/). Prints a
  * table and saves the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline
  * -- <file>` makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`:
  * tests never assert on time.
@@ -40,9 +40,11 @@ async function main() {
   if (wanted("sandbox")) await benchSandbox(kube);
   if (wanted("sandbox") || wanted("envd")) await benchEnvd(kube);
   await kube.delete(`/api/v1/namespaces/${ns}`);
-  if (wanted("scale")) {
+  // The full run takes the smaller shape; the 10,000 boxes only when named.
+  for (const shape of ["scale", "scale10k"] as const) {
+    if (!(wanted(shape) && (shape === "scale" || pick.includes(shape)))) continue;
     await noBenchNamespaces(kube);
-    await benchScale(kube);
+    await benchScale(kube, shape);
   }
   kube.close();
 

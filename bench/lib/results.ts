@@ -41,6 +41,7 @@ export const RERUN: Record<string, string> = {
   sandbox: "npm run bench -- sandbox",
   envd: "npm run bench -- envd",
   scale: "npm run bench -- scale",
+  scale10k: "npm run bench -- scale10k",
 };
 
 /** One line per figure: benchmark, measure, value. Each claim's figure (`samples`): JSON only. */

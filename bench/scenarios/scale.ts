@@ -12,32 +12,60 @@ export async function boxesSettled(kube: Kube, ns: string, running: number, paus
   await kube.waitForItems(
     paths.podboxes(ns),
     items => count(items, "Running") === running && count(items, "Paused") === paused,
-    1_200_000,
+    1_800_000,
   );
 }
 
-export async function benchScale(kube: Kube) {
-  const ns = await kube.namespace("bench-scale");
+/** How many boxes of each kind a scale run makes, in each of its namespaces. */
+export type ScaleShape = { namespaces: number; running: number; paused: number; pooled: number };
+
+/** The shapes `npm run bench -- <name>` runs: the issue's 10,000 boxes over 100 namespaces too. */
+export const SCALE_SHAPES: Record<string, ScaleShape> = {
+  scale: { namespaces: 1, running: 1200, paused: 400, pooled: 400 },
+  scale10k: { namespaces: 100, running: 70, paused: 20, pooled: 10 },
+};
+
+/** The gateway's resident memory (it keeps every box it may serve), in MiB. */
+async function gatewayRSSMiB(): Promise<number> {
+  const text = await fetch("http://127.0.0.1:8082/metrics").then(r => r.text());
+  const line = text.split("\n").find(l => l.startsWith("process_resident_memory_bytes "));
+  return line ? Math.round(Number(line.split(" ")[1]) / 1048576) : NaN;
+}
+
+/** Makes one namespace's template, pool and boxes, 20 writes at a time. */
+async function fill(kube: Kube, ns: string, shape: ScaleShape) {
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
-  const running = 1200;
-  const paused = 400;
-  const pooled = 400;
-  const t0 = now();
-  const standbys = await startPool(kube, ns, "scale-pool", pooled);
+  const standbys = await startPool(kube, ns, "scale-pool", shape.pooled);
   const creates: Promise<unknown>[] = [];
-  for (let i = 0; i < running + paused; i++) {
+  for (let i = 0; i < shape.running + shape.paused; i++) {
     const spec = {
       templateRef: "python",
-      desiredState: i < running ? "Running" : "Paused",
+      desiredState: i < shape.running ? "Running" : "Paused",
       idleTimeoutSeconds: 3600,
     };
     creates.push(kube.mustCreate(paths.podboxes(ns), podBox(`s-${i}`, spec)));
     if (creates.length >= 20) await Promise.all(creates.splice(0));
   }
   await Promise.all(creates);
-  // Converged: every running box Running, every paused one Paused, the pool full (from watches).
-  await Promise.all([boxesSettled(kube, ns, running, paused), standbys.atLeast(pooled)]);
-  standbys.stop();
+  return standbys;
+}
+
+export async function benchScale(kube: Kube, name: keyof typeof SCALE_SHAPES & string) {
+  const shape = SCALE_SHAPES[name];
+  const t0 = now();
+  const namespaces: string[] = [];
+  for (let i = 0; i < shape.namespaces; i++) namespaces.push(await kube.namespace("bench-scale"));
+  const pools = [];
+  // Namespaces are filled a few at a time, as independent tenants would apply them.
+  for (let i = 0; i < namespaces.length; i += 4) {
+    pools.push(...(await Promise.all(namespaces.slice(i, i + 4).map(ns => fill(kube, ns, shape)))));
+  }
+  // Converged: every running box Running, every paused one Paused, each pool full (from watches).
+  await Promise.all([
+    ...namespaces.map(ns => boxesSettled(kube, ns, shape.running, shape.paused)),
+    ...pools.map(p => p.atLeast(shape.pooled)),
+  ]);
+  pools.forEach(p => p.stop());
   const converge = (now() - t0) / 1000;
   await sleep(15_000); // let the last status echoes settle
   const before = moduleRequests();
@@ -45,18 +73,23 @@ export async function benchScale(kube: Kube) {
   const after = moduleRequests();
   await sleep(11_000); // one more reaper pass over the full cache
   const reaper = await metric("cubepod_reaper_last_pass");
-  const boxes = running + paused + pooled;
-  results.scale = {
-    what: `${running} running + ${paused} paused boxes + ${pooled} pooled standbys`,
+  const perNamespace = shape.running + shape.paused + shape.pooled;
+  const boxes = perNamespace * shape.namespaces;
+  results[name] = {
+    what:
+      `${shape.running * shape.namespaces} running + ${shape.paused * shape.namespaces} paused ` +
+      `boxes + ${shape.pooled * shape.namespaces} pooled standbys in ${shape.namespaces} ` +
+      `namespace(s)`,
     convergeSeconds: Math.round(converge),
     moduleRSSMiB: moduleRSSMiB(),
     moduleHeapUsedMiB: await metricMiB("nodejs_heap_size_used_bytes"),
     moduleExternalMiB: await metricMiB("nodejs_external_memory_bytes"),
+    gatewayRSSMiB: await gatewayRSSMiB(),
     moduleRequestsInIdleMinute: after.other - before.other,
     apiRequestsPerIdleBoxPerMinute:
       Math.round(((after.other - before.other) / boxes) * 1000) / 1000,
     peprScheduleStoreWritesPerMinute: after.store - before.store,
     reaperPass: reaper,
   };
-  await kube.delete(`/api/v1/namespaces/${ns}`);
+  for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
 }
