@@ -41,8 +41,10 @@ async function main() {
   if (wanted("sandbox") || wanted("envd")) await benchEnvd(kube);
   await kube.delete(`/api/v1/namespaces/${ns}`);
   // The full run takes the smaller shape; the 10,000 boxes only when named.
-  for (const shape of ["scale", "scale10k"] as const) {
-    if (!(wanted(shape) && (shape === "scale" || pick.includes(shape)))) continue;
+  const shapes = (["scale", "scale10k"] as const).filter(s =>
+    pick.length === 0 ? s === "scale" : pick.includes(s),
+  );
+  for (const shape of shapes) {
     await noBenchNamespaces(kube);
     await benchScale(kube, shape);
   }

@@ -61,6 +61,10 @@ export type Route = { id: string; port: number };
  * credential for its daemon.
  */
 type Live = { box: PodBox; ip: string; envdPort: number; token: string; control: string };
+/** A client's answer or socket, which the proxy may end. */
+type Closable = { destroy(): void; once(event: "close", listener: () => void): unknown };
+/** An open request or WebSocket, and the Pod it goes to. */
+type OpenStream = { pod: string; stream: Closable };
 /** A request that names a sandbox badly: the status and message to answer. */
 export type RouteError = { status: number; message: string };
 
@@ -134,11 +138,11 @@ export class SandboxProxy {
    */
   readonly #live = new WeakMap<PodBox, Live | null>();
   /**
-   * The open requests and WebSockets of each box (by UID), by the Pod they go to, each with what
-   * cuts it: a sandbox killed or paused ends its streams at once, as E2B's do, not whenever its
-   * Pod's teardown gets to close them.
+   * The open requests and WebSockets of each box (by UID), with the Pod each goes to: a sandbox
+   * killed or paused ends its streams at once, as E2B's do, not whenever its Pod's teardown gets
+   * to close them.
    */
-  readonly #open = new Map<string, Map<string, Set<() => void>>>();
+  readonly #open = new Map<string, Set<OpenStream>>();
 
   /**
    * @param resume resumes a paused sandbox and resolves once it serves (ControlApi.resume)
@@ -154,39 +158,28 @@ export class SandboxProxy {
 
   /** How many requests and WebSockets are open to the box with that UID. */
   openTo(uid: string): number {
-    let n = 0;
-    for (const cuts of this.#open.get(uid)?.values() ?? []) n += cuts.size;
-    return n;
+    return this.#open.get(uid)?.size ?? 0;
   }
 
   /** Ends the streams to any Pod of the box that no longer serves it. */
   #cutStale(box: PodBox, deleted: boolean): void {
-    const uid = box.metadata?.uid ?? "";
-    const byPod = this.#open.get(uid);
-    if (!byPod) return;
+    const open = this.#open.get(box.metadata?.uid ?? "");
+    if (!open) return;
     const serving = !deleted && endpointOf(box) ? box.status?.podUID : undefined;
-    for (const [pod, cuts] of byPod) {
-      if (pod === serving) continue;
-      byPod.delete(pod);
-      for (const cut of cuts) cut();
-    }
-    if (byPod.size === 0) this.#open.delete(uid);
+    // Each stream leaves the set as it closes.
+    for (const o of open) if (o.pod !== serving) o.stream.destroy();
   }
 
-  /** Keeps `cut` for the box's current Pod until `done` fires. */
-  #track(target: Live, cut: () => void, done: (listener: () => void) => void): void {
+  /** Keeps the stream, as one to the box's current Pod, until it closes. */
+  #track(target: Live, stream: Closable): void {
     const uid = target.box.metadata?.uid ?? "";
-    const pod = target.box.status?.podUID ?? "";
-    const byPod = this.#open.get(uid) ?? new Map<string, Set<() => void>>();
-    this.#open.set(uid, byPod);
-    const cuts = byPod.get(pod) ?? new Set<() => void>();
-    byPod.set(pod, cuts);
-    cuts.add(cut);
-    done(() => {
-      cuts.delete(cut);
-      if (cuts.size > 0 || byPod.get(pod) !== cuts) return;
-      byPod.delete(pod);
-      if (byPod.size === 0 && this.#open.get(uid) === byPod) this.#open.delete(uid);
+    const open = this.#open.get(uid) ?? new Set<OpenStream>();
+    this.#open.set(uid, open);
+    const entry = { pod: target.box.status?.podUID ?? "", stream };
+    open.add(entry);
+    stream.once("close", () => {
+      open.delete(entry);
+      if (open.size === 0 && this.#open.get(uid) === open) this.#open.delete(uid);
     });
   }
 
@@ -300,11 +293,7 @@ export class SandboxProxy {
       proxiedConnections.dec();
       if (!res.writableFinished) forward.abort();
     });
-    this.#track(
-      target,
-      () => res.destroy(),
-      listener => res.once("close", listener),
-    );
+    this.#track(target, res);
     const host = target.ip.includes(":") ? `[${target.ip}]` : target.ip;
     this.#agent.dispatch(
       {
@@ -338,11 +327,7 @@ export class SandboxProxy {
     this.#recordActivity(target.box);
     proxiedConnections.inc();
     socket.once("close", () => proxiedConnections.dec());
-    this.#track(
-      target,
-      () => socket.destroy(),
-      listener => socket.once("close", listener),
-    );
+    this.#track(target, socket);
     const upstream = connect(route.port, target.ip, () => {
       const lines = [`${req.method} ${req.url} HTTP/1.1`];
       const control = controlFor(target, route);

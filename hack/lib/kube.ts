@@ -13,6 +13,9 @@ export const CACHE_DIR =
 /** The binaries `npm run up` builds (kubectl, helm, the control plane), as hack/cluster/versions.sh places them. */
 export const BIN_DIR = join(CACHE_DIR, "bin");
 export const GROUP_PATH = "/apis/pod.cubeplex.ai/v1alpha1";
+/** The Events about one object of a namespace, by its name. */
+export const eventsAbout = (ns: string, name: string) =>
+  `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`;
 
 /** The server and admin client certificate of a kubeconfig, as the module's ApiClient takes them. */
 export function credentialsOf(kubeconfig = KUBECONFIG) {
@@ -253,8 +256,7 @@ export class Kube {
         ...(pod.body.status?.initContainerStatuses ?? []),
         ...(pod.body.status?.containerStatuses ?? []),
       ].map((c: Obj) => ({ name: c.name, ready: c.ready, state: c.state, last: c.lastState }));
-      const selector = encodeURIComponent(`involvedObject.name=${name}`);
-      const events = await this.get(`/api/v1/namespaces/${ns}/events?fieldSelector=${selector}`);
+      const events = await this.get(eventsAbout(ns, name));
       const said = (events.body.items ?? [])
         .slice(-10)
         .map((e: Obj) => `${e.reason}: ${e.message}`);

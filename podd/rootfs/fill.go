@@ -31,14 +31,34 @@ func Filled(dst string) (bool, error) {
 	return err == nil, err
 }
 
+// Dirs reads the comma-separated list of top-level directories that live on the rootfs volume
+// (the template's CUBEPOD_ROOTFS_DIRS), each checked as Fill checks it.
+func Dirs(list string) ([]string, error) {
+	dirs := strings.Split(strings.TrimSpace(list), ",")
+	for _, d := range dirs {
+		if err := checkDir(d); err != nil {
+			return nil, err
+		}
+	}
+	return dirs, nil
+}
+
+// checkDir refuses what is not one top-level name, and the volume's own .cubepod entries.
+func checkDir(d string) error {
+	if d == "" || strings.ContainsAny(d, "/\x00") || d == "." || d == ".." || strings.HasPrefix(d, ".cubepod") {
+		return fmt.Errorf("rootfs directory %q: must be one top-level name such as usr", d)
+	}
+	return nil
+}
+
 // Fill copies each of dirs (top-level names such as "usr") from the root src onto the volume
 // at dst, unless the volume is filled already; it reports whether it copied. A fill cut off
 // half-way leaves no marker, and the next one starts again from nothing: until the marker is
 // written no sandbox process has run on the volume, so nothing of the sandbox's is lost.
 func Fill(src, dst string, dirs []string, image string) (bool, error) {
 	for _, d := range dirs {
-		if d == "" || strings.ContainsAny(d, "/\x00") || d == "." || d == ".." || strings.HasPrefix(d, ".cubepod") {
-			return false, fmt.Errorf("rootfs directory %q: must be one top-level name such as usr", d)
+		if err := checkDir(d); err != nil {
+			return false, err
 		}
 	}
 	if done, err := Filled(dst); err != nil || done {

@@ -1,4 +1,4 @@
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { eventsAbout, Kube, Obj, paths } from "../../hack/lib/kube";
 import { podBox } from "../../hack/lib/objects";
 
 /**
@@ -75,14 +75,9 @@ export function inNamespace(kube: Kube, ns: string) {
     },
     /** Waits for an Event of that reason about the object (Events are written after the fact). */
     waitEvent: (name: string, reason: string) =>
-      kube.waitForItems(
-        `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`,
-        items => items.some(e => e.reason === reason),
-      ),
+      kube.waitForItems(eventsAbout(ns, name), items => items.some(e => e.reason === reason)),
     events: async (name: string) => {
-      const r = await kube.get(
-        `/api/v1/namespaces/${ns}/events?fieldSelector=${encodeURIComponent(`involvedObject.name=${name}`)}`,
-      );
+      const r = await kube.get(eventsAbout(ns, name));
       return (r.body.items as Obj[]).map(e => e.reason as string);
     },
   };

@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
 import { auditEvents } from "../../hack/lib/audit";
-import { Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
+import { eventsAbout, Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
 import { podTemplate, realTemplate } from "../../hack/lib/objects";
 import {
   DEPLOYMENTS,
@@ -159,9 +159,7 @@ describe("a sandbox on the real node (Filesystem)", () => {
     // The fork waits for its copy Pod, which runs on the real node and copies both volumes.
     await h.createBox("agent-fork", { templateRef: "fs", forkFrom: "agent" });
     const child = await running("agent-fork", "ForkCloned");
-    const events = await kube.get(
-      `/api/v1/namespaces/${ns}/events?fieldSelector=involvedObject.name=agent-fork`,
-    );
+    const events = await kube.get(eventsAbout(ns, "agent-fork"));
     expect(events.body.items.map((e: Obj) => e.reason)).toContain("ForkCopying");
     expect(await h.podsOf("agent-fork")).toEqual(["agent-fork"]);
     expect(await initContainers("agent-fork")).toEqual([]);

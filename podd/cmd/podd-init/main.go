@@ -100,15 +100,19 @@ func fill(env func(string) string) {
 }
 
 func fillConfig(env func(string) string) ([]string, string, error) {
-	raw := strings.TrimSpace(env("CUBEPOD_ROOTFS_DIRS"))
-	if raw == "" {
+	raw := env("CUBEPOD_ROOTFS_DIRS")
+	if strings.TrimSpace(raw) == "" {
 		return nil, "", fmt.Errorf("CUBEPOD_ROOTFS_DIRS: expected the directories to fill, such as usr,etc,var")
+	}
+	dirs, err := rootfs.Dirs(raw)
+	if err != nil {
+		return nil, "", fmt.Errorf("CUBEPOD_ROOTFS_DIRS: %w", err)
 	}
 	image := strings.TrimSpace(env("CUBEPOD_ROOTFS_IMAGE"))
 	if image == "" {
 		return nil, "", fmt.Errorf("CUBEPOD_ROOTFS_IMAGE: expected the image the volume is filled from")
 	}
-	return strings.Split(raw, ","), image, nil
+	return dirs, image, nil
 }
 
 // blockMode says whether the container has Block mode's devices: both, or neither.

@@ -17,6 +17,7 @@ func TestFillConfig(t *testing.T) {
 	}{
 		"no dirs":  {map[string]string{"CUBEPOD_ROOTFS_IMAGE": "i"}, "CUBEPOD_ROOTFS_DIRS"},
 		"no image": {map[string]string{"CUBEPOD_ROOTFS_DIRS": "usr"}, "CUBEPOD_ROOTFS_IMAGE"},
+		"bad dirs": {map[string]string{"CUBEPOD_ROOTFS_DIRS": "usr,,etc", "CUBEPOD_ROOTFS_IMAGE": "i"}, "one top-level name"},
 	} {
 		if _, _, err := fillConfig(env(tc.env)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v", name, err)

@@ -19,6 +19,7 @@ import (
 	"cubepod.local/podd/control"
 	"cubepod.local/podd/core"
 	"cubepod.local/podd/daemon"
+	"cubepod.local/podd/rootfs"
 )
 
 // config is podd's settings, from the environment the CubePod webhook gives the container.
@@ -33,12 +34,12 @@ type config struct {
 
 func load(env func(string) string) (*config, error) {
 	c := &config{port: 49983, disk: "/"}
-	if dirs := strings.TrimSpace(env("CUBEPOD_ROOTFS_DIRS")); dirs != "" {
-		first, _, _ := strings.Cut(dirs, ",")
-		if first == "" || strings.ContainsAny(first, "/\x00") {
-			return nil, fmt.Errorf("CUBEPOD_ROOTFS_DIRS: expected top-level directory names such as usr,etc, got %q", dirs)
+	if raw := env("CUBEPOD_ROOTFS_DIRS"); strings.TrimSpace(raw) != "" {
+		dirs, err := rootfs.Dirs(raw)
+		if err != nil {
+			return nil, fmt.Errorf("CUBEPOD_ROOTFS_DIRS: %w", err)
 		}
-		c.disk = "/" + first
+		c.disk = "/" + dirs[0]
 	}
 	if v := env("CUBEPOD_ENVD_PORT"); v != "" {
 		p, err := strconv.Atoi(v)
