@@ -116,7 +116,8 @@ When(a.PersistentVolumeClaim)
   .WithLabel(LABEL_VOLUME_KEY)
   .Watch(async pvc => operator.onVolumeEvent(pvc));
 
-// Standby Pods feed the index of ready standbys that claims pick from; their pool looks again.
+// Standby Pods feed the index of ready standbys that claims pick from; their pool looks again. A
+// claimed one keeps these labels until its claim's finish, and tells its box meanwhile.
 When(a.Pod)
   .IsCreatedOrUpdated()
   .WithLabel(LABEL_POOL)

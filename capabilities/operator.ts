@@ -12,6 +12,7 @@ import { paths } from "./client/paths";
 import type { Config } from "./config";
 import { Failpoints } from "./kit/failpoint";
 import { objectKey } from "./kit/object-key";
+import { boxOfPod } from "./manifests/owner";
 import { reportRetry } from "./kit/retry-report";
 import { WorkQueue } from "./kit/work-queue";
 import {
@@ -139,6 +140,12 @@ export class Operator {
   onStandbyEvent(pod: a.Pod, deleted: boolean): void {
     if (!this.#failpoints.standbyWatchLags) this.claims.standbys.observe(pod, deleted);
     this.pools.onStandbyEvent(pod);
+    // A claimed standby keeps its pool's labels until the claim's finish: its box hears of it
+    // here. Its relabelling ends the pool label's watch with a DELETED event of the Pod as it
+    // was, at the relabel's version: an echo, unless the Pod is really going.
+    if (boxOfPod(pod.metadata ?? {}) !== undefined) {
+      this.boxes.onPodEvent(pod, deleted && Boolean(pod.metadata?.deletionTimestamp));
+    }
   }
 
   /**

@@ -215,6 +215,8 @@ function run(o: BoxObservation): BoxPlan {
     if (pvc && (pvc.owner === "none" || pvc.owner === "pool"))
       actions.push({ type: "adoptPVC", name: pvc.name, owner: boxOwner(o) });
   }
+  // A claimed standby's Pod whose relabelling the claim's finish did not get to.
+  if (pod?.unlabelled && !pod.deleting) actions.push({ type: "labelClaimedPod", name: pod.name });
 
   const deletingVolume = [workspace, rootfs].find(p => p?.deleting);
   if (deletingVolume) {

@@ -10,6 +10,7 @@ import {
   ANNOTATION_PODD_IMAGE,
   LABEL_BOX,
   LABEL_POD_ROLE,
+  LABEL_POOL,
   LABEL_RETAINED,
   LABEL_ROOTFS_GENERATION,
   LABEL_ROOTFS_PODD,
@@ -63,18 +64,14 @@ export async function observeBox(
     });
   const [looked, pods, pvcs, kept, parent] = await Promise.all([
     getTemplate(client, namespace, spec.templateRef, spec.warmPoolRef, status.templateName),
-    client.list<kind.Pod>(paths.pods(namespace), `${LABEL_BOX}=${name}`, { fromCache }),
+    podsOfBox(client, box, { fromCache }),
     pvcsWithLabel(LABEL_BOX, name),
     spec.volumeKey ? pvcsWithLabel(LABEL_VOLUME_KEY, spec.volumeKey) : undefined,
     needParent ? getParent(client, namespace, spec.forkFrom!) : Promise.resolve(undefined),
   ]);
   const all = new Map(pvcs.concat(kept ?? []).map(p => [p.metadata!.name!, p]));
   // A claimed standby's Pod whose PVCs still carry the pool's labels.
-  const podKeys = new Set(
-    pods
-      .filter(p => isControlledBy(p.metadata, uid))
-      .map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]),
-  );
+  const podKeys = new Set(pods.map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]));
   for (const k of podKeys) {
     if (
       !k ||
@@ -98,14 +95,34 @@ export async function observeBox(
     },
     template: looked.template,
     ...(looked.name ? { templateName: looked.name } : {}),
-    // Only the box's own: a Pod carrying its label but another controller is not its Pod.
-    pods: pods.filter(p => isControlledBy(p.metadata, uid)).map(observedPod),
+    pods: pods.map(observedPod),
     pvcs: [...all.values()].flatMap(p => observedPVC(p, uid)),
     parent,
     ...(conflict ? { conflict } : {}),
     now: kubeTime(now),
     nowMs: now.getTime(),
   };
+}
+
+/**
+ * The box's own Pods: those with its label and the box as controller (a Pod carrying its label
+ * but another controller is not its Pod). A box that claimed a standby also looks among its
+ * pool's Pods when its label finds none: the claim's finish relabels the Pod, and until then
+ * (or, after a restart, until the next reconcile) it still carries its pool's labels.
+ */
+export async function podsOfBox(
+  client: ApiClient,
+  box: PodBox,
+  { fromCache }: { fromCache: boolean },
+): Promise<kind.Pod[]> {
+  const { namespace, name, uid } = box.metadata!;
+  const own = (pods: kind.Pod[]) => pods.filter(p => isControlledBy(p.metadata, uid!));
+  const list = (selector: string) =>
+    client.list<kind.Pod>(paths.pods(namespace!), selector, { fromCache });
+  const labelled = own(await list(`${LABEL_BOX}=${name}`));
+  const pool = box.spec?.warmPoolRef;
+  if (labelled.length > 0 || !pool) return labelled;
+  return own(await list(`${LABEL_POOL}=${pool}`));
 }
 
 /**
@@ -175,6 +192,7 @@ export function observedPod(p: kind.Pod): ObservedPod {
       ? { poddImage: p.metadata.annotations[ANNOTATION_PODD_IMAGE] }
       : {}),
     ...(p.metadata?.labels?.[LABEL_ROOTFS_PODD] !== undefined ? { rootfsPodd: true } : {}),
+    ...(p.metadata?.labels?.[LABEL_BOX] === undefined ? { unlabelled: true } : {}),
   };
 }
 

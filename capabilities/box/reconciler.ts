@@ -7,14 +7,18 @@ import { claimStandby, handOverVolumes } from "../claim/apply";
 import { claimedStatus } from "../claim/decide";
 import type { WarmClaims } from "../claim/warm-claims";
 import type { Standby } from "../claim/standby-index";
-import { NamespaceTerminatingError, PermanentError, RefusedError } from "../kit/api-errors";
+import {
+  NamespaceTerminatingError,
+  PermanentError,
+  RefusedError,
+  statusOf,
+} from "../kit/api-errors";
 import { kubeTime, readyCondition } from "../kit/conditions";
-import { applyAction, ActionContext, ObjectAction } from "../kit/object-actions";
+import { applyAction, ActionContext, labelClaimedPod, ObjectAction } from "../kit/object-actions";
 import { objectKey } from "../kit/object-key";
 import type { WorkQueue, WorkResult } from "../kit/work-queue";
 import { WriteEchoes } from "../kit/write-echoes";
-import { LABEL_BOX } from "../manifests/labels";
-import { isControlledBy } from "../manifests/owner";
+import { boxOfPod, isControlledBy } from "../manifests/owner";
 import {
   claimDuration,
   countTransition,
@@ -30,7 +34,7 @@ import {
   writeBoxStatus,
 } from "./apply";
 import { decideBox, readsFromCache } from "./decide";
-import { observeBox } from "./observe";
+import { observeBox, podsOfBox } from "./observe";
 import type { AwaitedObject, BoxPlan, NameConflict } from "./types";
 import { WaitingBoxes } from "./waiting-boxes";
 
@@ -88,7 +92,7 @@ export class BoxReconciler {
    */
   onPodEvent(pod: a.Pod, deleted: boolean): void {
     const namespace = pod.metadata?.namespace;
-    const boxName = pod.metadata?.labels?.[LABEL_BOX];
+    const boxName = boxOfPod(pod.metadata ?? {});
     if (!namespace || !boxName) return;
     const podKey = objectKey(namespace, pod.metadata!.name!);
     const enqueue = () => this.reconcileSoon(objectKey(namespace, boxName));
@@ -322,13 +326,8 @@ export class BoxReconciler {
   async #mayHaveClaimed(box: PodBox): Promise<boolean> {
     const created = new Date(box.metadata?.creationTimestamp ?? 0).getTime();
     if (created > this.#startedAt + CLOCK_SKEW_MS) return false;
-    const { namespace, name, uid } = box.metadata!;
-    const pods = await this.deps.client.list<a.Pod>(
-      paths.pods(namespace!),
-      `${LABEL_BOX}=${name}`,
-      { fromCache: true },
-    );
-    return pods.some(p => isControlledBy(p.metadata, uid!));
+    const pods = await podsOfBox(this.deps.client, box, { fromCache: true });
+    return pods.length > 0;
   }
 
   /**
@@ -337,10 +336,17 @@ export class BoxReconciler {
    * volumes along (garbage collection, as their owner is gone), as the finalizer's cleanup would.
    */
   async #finishClaim(key: string, box: PodBox, standby: Standby): Promise<void> {
-    const { client, events } = this.deps;
+    const { client, events, claims } = this.deps;
+    const { namespace, name } = box.metadata!;
     await Promise.all([
       hasFinalizer(box) ? undefined : this.#writes.during(key, () => addFinalizer(client, box)),
       handOverVolumes(client, box, standby),
+      claims.podWrites.during(objectKey(namespace!, standby.name), () =>
+        labelClaimedPod(client, namespace!, standby.name, name!).catch(e => {
+          if (statusOf(e) === 404) return undefined; // the Pod is gone: nothing to label
+          throw e;
+        }),
+      ),
     ]);
     events.record(box, {
       type: "Normal",

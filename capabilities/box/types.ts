@@ -23,6 +23,8 @@ export type ObservedPod = {
   poddImage?: string;
   /** Built for a volume that holds podd already: it has no init container to fill it. */
   rootfsPodd?: boolean;
+  /** A claimed standby's Pod that still carries its pool's labels, not the box's. */
+  unlabelled?: boolean;
 };
 
 /** A PVC of the box's volume key. */

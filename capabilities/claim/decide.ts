@@ -1,7 +1,7 @@
 import { DEFAULT_ENVD_PORT } from "../api/common";
 import type { PodBox } from "../api/kinds";
 import type { PodBoxStatus } from "../api/podbox";
-import { FINALIZER, LABEL_BOX, LABEL_POOL } from "../manifests/labels";
+import { FINALIZER } from "../manifests/labels";
 import { boxOwnerRef } from "../manifests/owner";
 import type { Standby } from "./standby-index";
 
@@ -10,18 +10,16 @@ import type { Standby } from "./standby-index";
  * apply.ts applies it.
  */
 
-/** A JSON-patch path segment (RFC 6901): label keys contain "/". */
-const escape = (key: string) => key.replaceAll("~", "~0").replaceAll("/", "~1");
-
 /**
  * The claim itself: a JSON patch of the standby's Pod whose `test` of the resourceVersion the
- * API server checks atomically, moving the Pod from the pool to the box (labels, owner).
+ * API server checks atomically, moving the Pod from the pool to the box by its controller
+ * ownerReference alone. Its labels change later, in the claim's finish
+ * (`labelClaimedPod`): a NetworkPolicy implementation recomputes the node's rules on
+ * every Pod label change, and on two CPUs that work would land inside the claim.
  */
 export function claimPatch(box: PodBox, s: Standby): object[] {
   return [
     { op: "test", path: "/metadata/resourceVersion", value: s.resourceVersion },
-    { op: "remove", path: `/metadata/labels/${escape(LABEL_POOL)}` },
-    { op: "add", path: `/metadata/labels/${escape(LABEL_BOX)}`, value: box.metadata!.name },
     {
       op: "replace",
       path: "/metadata/ownerReferences",

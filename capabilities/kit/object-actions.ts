@@ -36,7 +36,9 @@ export type ObjectAction =
    * claimed standby's PVCs then outlive their pool until the box takes them over. The Pod's uid
    * is the observed one, or the one its create in the same reconcile returned.
    */
-  | { type: "addPodOwner"; name: string; owners: Owner[]; pod: string; podUid?: string };
+  | { type: "addPodOwner"; name: string; owners: Owner[]; pod: string; podUid?: string }
+  /** Give the box's label to its Pod, a claimed standby that still has its pool's. */
+  | { type: "labelClaimedPod"; name: string };
 
 /** What applying actions needs: the client, and the failpoints of restart-safety tests. */
 export type ActionContext = { client: ApiClient; failpoints: Failpoints };
@@ -115,6 +117,9 @@ async function apply(
     case "adoptPVC":
       await takeOverPVC(client, namespace, a.name, a.owner, ownerName);
       return true;
+    case "labelClaimedPod":
+      await labelClaimedPod(client, namespace, a.name, ownerName);
+      return true;
     case "markCopied":
       await client.mergePatch(paths.pvcs(namespace, a.name), {
         metadata: { annotations: { [ANNOTATION_COPIED]: "true" } },
@@ -146,4 +151,22 @@ export function takeOverPVC(
       ownerReferences: [owner],
     },
   });
+}
+
+/**
+ * Gives a claimed standby's Pod its box's label in place of its pool's. A merge patch: only the
+ * operator sets an ownerReference to a PodBox, and a Pod never goes back to a pool, so it holds
+ * whenever it lands. Resolves to the resourceVersion it left.
+ */
+export async function labelClaimedPod(
+  client: ApiClient,
+  namespace: string,
+  name: string,
+  boxName: string,
+): Promise<string | undefined> {
+  type Written = { metadata?: { resourceVersion?: string } };
+  const pod = await client.mergePatch<Written>(paths.pods(namespace, name), {
+    metadata: { labels: { [LABEL_BOX]: boxName, [LABEL_POOL]: null } },
+  });
+  return pod?.metadata?.resourceVersion;
 }

@@ -1,4 +1,5 @@
 import { API_VERSION } from "../api/common";
+import { LABEL_BOX } from "./labels";
 import type { Owner } from "./types";
 
 /**
@@ -37,4 +38,17 @@ export function isControlledBy(
   uid: string,
 ): boolean {
   return (metadata?.ownerReferences ?? []).some(r => r.controller && r.uid === uid);
+}
+
+/**
+ * The box a Pod belongs to: its controller when that is a PodBox (a claimed standby keeps its
+ * pool's labels until the claim's finish relabels it), else its box label.
+ */
+export function boxOfPod(metadata: {
+  labels?: Record<string, string>;
+  ownerReferences?: { controller?: boolean; kind: string; name: string }[];
+}): string | undefined {
+  const controller = metadata.ownerReferences?.find(r => r.controller);
+  if (controller) return controller.kind === "PodBox" ? controller.name : undefined;
+  return metadata.labels?.[LABEL_BOX];
 }

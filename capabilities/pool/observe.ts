@@ -13,6 +13,7 @@ import {
   LABEL_VOLUME,
   LABEL_VOLUME_KEY,
 } from "../manifests/labels";
+import { boxOfPod } from "../manifests/owner";
 import { templateHash } from "../manifests/template-hash";
 import { MAX_SURGE, ObservedStandby, PoolObservation, STANDBY_CREATE_BATCH } from "./decide";
 
@@ -53,6 +54,11 @@ export async function observePool(
     });
   }
   for (const p of pods) {
+    // A standby a box has claimed, before its finish relabels it: the box's now, PVCs included.
+    if (boxOfPod(p.metadata ?? {}) !== undefined) {
+      standbys.delete(p.metadata?.labels?.[LABEL_VOLUME_KEY] ?? p.metadata!.name!);
+      continue;
+    }
     const s = entry(p.metadata!.name!);
     s.templateHash = p.metadata?.labels?.[LABEL_TEMPLATE_HASH] ?? s.templateHash;
     s.pod = {

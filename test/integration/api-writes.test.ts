@@ -195,7 +195,11 @@ describe("claimStandby", () => {
     const s = await claimStandby(client, box("claimer"), index, undefined, new WriteEchoes());
     expect(s?.name).toBe("good");
     const claimed = (await kube.get(paths.pods(ns, "good"))).body;
-    expect(claimed.metadata.labels).toEqual({ "pod.cubeplex.ai/box": "claimer" });
+    // The box is its controller now; its labels stay the pool's until the claim's finish.
+    expect(claimed.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: "PodBox", name: "claimer", uid: "uid-claimer" }),
+    ]);
+    expect(claimed.metadata.labels).toEqual({ [POOL]: "fake-pool" });
     // The standby that had changed is untouched.
     expect((await kube.get(paths.pods(ns, "changed"))).body.metadata.labels).toEqual({
       [POOL]: "fake-pool",
@@ -219,8 +223,8 @@ describe("claimStandby", () => {
     await expect(
       claimStandby(client, box("second"), other, undefined, new WriteEchoes()),
     ).resolves.toBeUndefined();
-    expect((await kube.get(paths.pods(ns, "taken"))).body.metadata.labels).toEqual({
-      "pod.cubeplex.ai/box": "first",
-    });
+    expect((await kube.get(paths.pods(ns, "taken"))).body.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: "PodBox", name: "first" }),
+    ]);
   });
 });

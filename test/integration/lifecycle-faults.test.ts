@@ -279,17 +279,29 @@ describe("restart safety: the module stopped in the middle of a transition", () 
     restartModule("claimStandby:1");
     try {
       await h.createBox("claimed-once", { warmPoolRef: "crashy" });
-      // The Pod patch landed: the box holds a standby's Pod, and its status says nothing yet.
-      const [pod] = await kube.waitForItems(
-        `${paths.pods(ns)}?labelSelector=${encodeURIComponent("pod.cubeplex.ai/box=claimed-once")}`,
-        items => items.length === 1,
-      );
+      // The Pod patch landed: the box controls a standby's Pod (still labelled as the pool's),
+      // and its status says nothing yet.
+      const ownedByBox = (p: Obj) =>
+        (p.metadata.ownerReferences ?? []).some(
+          (r: Obj) => r.controller && r.kind === "PodBox" && r.name === "claimed-once",
+        );
+      const [pod] = (
+        await kube.waitForItems(
+          `${paths.pods(ns)}?labelSelector=${encodeURIComponent("pod.cubeplex.ai/pool=crashy")}`,
+          items => items.filter(ownedByBox).length === 1,
+        )
+      ).filter(ownedByBox);
       expect(
         (await kube.get(paths.podboxes(ns, "claimed-once"))).body.status?.phase,
       ).toBeUndefined();
       restartModule();
       const box = await h.waitPhase("claimed-once", "Running");
       expect(box.status.podName).toBe(pod.metadata.name);
+      // The full reconcile also gave the Pod its box's label, which the lost finish would have.
+      await kube.waitFor(
+        paths.pods(ns, pod.metadata.name),
+        o => o?.metadata.labels?.["pod.cubeplex.ai/box"] === "claimed-once",
+      );
       expect(await h.podsOf("claimed-once")).toEqual([pod.metadata.name]);
       // The other standby is still the pool's, and the claimed one's volumes are the box's.
       const pool = await kube.waitFor(
@@ -371,6 +383,10 @@ describe("restart safety: the module stopped in the middle of a transition", () 
       await kube.waitFor(paths.podboxes(ns, box.metadata.name), o =>
         (o?.metadata.finalizers ?? []).includes("pod.cubeplex.ai/cleanup"),
       );
+      await kube.waitFor(
+        paths.pods(ns, box.status.podName),
+        o => !o || o.metadata.labels?.["pod.cubeplex.ai/box"] === box.metadata.name,
+      );
       for (const name of [box.status.rootfsPVCName, box.status.workspacePVCName]) {
         await kube.waitFor(
           paths.pvcs(ns, name),
@@ -391,6 +407,8 @@ describe("restart safety: the module stopped in the middle of a transition", () 
       const pvc = (await kube.get(paths.pvcs(ns, box.status.workspacePVCName))).body;
       expect(pvc.metadata.labels["pod.cubeplex.ai/pool"]).toBe("unfinished");
       expect(pvc.metadata.ownerReferences.map((r: Obj) => r.kind)).toEqual(["PodWarmPool", "Pod"]);
+      const pod = (await kube.get(paths.pods(ns, box.status.podName))).body;
+      expect(pod.metadata.labels["pod.cubeplex.ai/pool"]).toBe("unfinished");
       const stored = (await kube.get(paths.podboxes(ns, box.metadata.name))).body;
       expect(stored.metadata.finalizers).toBeUndefined();
     }

@@ -135,7 +135,11 @@ describe("only the operator's own Pods and volumes count (provenance)", () => {
       await admin.waitFor(paths.podboxes(ns, name), o => o?.status?.phase === "Running");
     victimPod = (await admin.get(paths.pods(ns, "victim"))).body;
     const claimer = (await admin.get(paths.podboxes(ns, "claimer"))).body;
-    claimedPod = (await admin.get(paths.pods(ns, claimer.status.podName))).body;
+    // Once the claim's finish has given it the box's label.
+    claimedPod = (await admin.waitFor(
+      paths.pods(ns, claimer.status.podName),
+      o => o?.metadata.labels?.["pod.cubeplex.ai/box"] === "claimer",
+    ))!;
   });
 
   const lure = (name: string, labels: Record<string, string>, extra: Obj = {}) => ({

@@ -77,15 +77,20 @@ describe("PodWarmPool, observed in the API server", () => {
       workspacePVCName: `${box.status.podName}-workspace`,
       rootfsGeneration: 1,
     });
-    expect(pod.metadata.labels["pod.cubeplex.ai/box"]).toBe("claimer");
-    expect(pod.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
     expect(pod.metadata.ownerReferences).toEqual([
       expect.objectContaining({ kind: "PodBox", uid: created.metadata.uid }),
     ]);
-    // Then, once claims are quiet: the finalizer, and the PVCs handed over (the box alone owns them).
+    // Then, once claims are quiet: the finalizer, the Pod's labels the box's and no longer the
+    // pool's, and the PVCs handed over (the box alone owns them).
     await kube.waitFor(paths.podboxes(ns, "claimer"), o =>
       (o?.metadata.finalizers ?? []).includes("pod.cubeplex.ai/cleanup"),
     );
+    const relabelled = (await kube.waitFor(
+      paths.pods(ns, box.status.podName),
+      o => o?.metadata.labels?.["pod.cubeplex.ai/box"] === "claimer",
+    )) as Obj;
+    expect(relabelled.metadata.labels["pod.cubeplex.ai/pool"]).toBeUndefined();
+    expect(relabelled.metadata.uid).toBe(pod.metadata.uid);
     for (const pvc of [box.status.rootfsPVCName, box.status.workspacePVCName]) {
       const handed = (await kube.waitFor(
         paths.pvcs(ns, pvc),

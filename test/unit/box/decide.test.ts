@@ -1115,6 +1115,24 @@ describe("decideBox: a claimed warm standby", () => {
     });
   });
 
+  it("gives its Pod the box's label when the claim's finish did not (a restart), and only then", () => {
+    const unlabelled = { ...claimedPod, unlabelled: true };
+    const mine = claimedPVCs("this");
+    const p = decideBox(
+      obs({ spec: { warmPoolRef: "pool" }, status: claimedStatus, pvcs: mine, pods: [unlabelled] }),
+    );
+    expect(types(p)).toEqual(["labelClaimedPod pool-x1"]);
+    expect(p.status).toMatchObject({ phase: "Running", podName: "pool-x1" });
+    const going = { ...unlabelled, deleting: true };
+    expect(
+      types(
+        decideBox(
+          obs({ spec: { warmPoolRef: "pool" }, status: claimedStatus, pvcs: mine, pods: [going] }),
+        ),
+      ),
+    ).toEqual([]);
+  });
+
   it("takes them over when the pool went first (nobody's, its Pod mounts them), with no status yet", () => {
     const p = decideBox(
       obs({ spec: { warmPoolRef: "pool" }, pvcs: claimedPVCs("none"), pods: [claimedPod] }),
@@ -1212,12 +1230,10 @@ describe("decideBox: a claimed warm standby", () => {
     }
   });
 
-  it("claims with one JSON patch that tests the standby's resourceVersion first", () => {
+  it("claims with one JSON patch that tests the standby's resourceVersion first and keeps its labels", () => {
     const box = { metadata: { name: "box", namespace: "ns", uid: "uid-1" } };
     expect(claimPatch(box, STANDBY)).toEqual([
       { op: "test", path: "/metadata/resourceVersion", value: "7" },
-      { op: "remove", path: "/metadata/labels/pod.cubeplex.ai~1pool" },
-      { op: "add", path: "/metadata/labels/pod.cubeplex.ai~1box", value: "box" },
       {
         op: "replace",
         path: "/metadata/ownerReferences",

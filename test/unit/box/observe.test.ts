@@ -100,7 +100,11 @@ describe("observedPod", () => {
       workspaceClaim: "k-workspace",
       volumeKey: "k",
       restarts: 0,
+      // A claimed standby's Pod before the claim's finish: no box label yet.
+      unlabelled: true,
     });
+    pod.metadata!.labels!["pod.cubeplex.ai/box"] = "b";
+    expect(observedPod(pod).unlabelled).toBeUndefined();
     pod.status!.conditions = [{ type: "Ready", status: "False" }];
     expect(observedPod(pod).ready).toBe(false);
   });

@@ -1,4 +1,3 @@
-import { isControlledBy } from "../../../capabilities/manifests/owner";
 import {
   isNamespaceTerminating,
   isRetryable,
@@ -46,23 +45,5 @@ describe("API errors", () => {
     expect(statusOf({ status: 409 })).toBe(409);
     expect(statusOf(new Error("ECONNRESET"))).toBeUndefined();
     expect(isRetryable(new Error("ECONNRESET"))).toBe(true);
-  });
-});
-
-describe("isControlledBy", () => {
-  const ref = (uid: string, controller?: boolean) => ({
-    apiVersion: "v1",
-    kind: "X",
-    name: "x",
-    uid,
-    controller,
-  });
-
-  it("is true only for the controller reference with that uid", () => {
-    expect(isControlledBy({ ownerReferences: [ref("u1", true)] }, "u1")).toBe(true);
-    expect(isControlledBy({ ownerReferences: [ref("u1")] }, "u1")).toBe(false);
-    expect(isControlledBy({ ownerReferences: [ref("u2", true)] }, "u1")).toBe(false);
-    expect(isControlledBy({}, "u1")).toBe(false);
-    expect(isControlledBy(undefined, "u1")).toBe(false);
   });
 });
