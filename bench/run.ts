@@ -1,6 +1,6 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
- * `npm run bench -- warm floor stream cold admission gateway real sandbox envd scale scale10k` picks some (scenarios/). Prints a
+ * `npm run bench -- warm floor stream saturation cold admission gateway real sandbox envd scale scale10k` picks some (scenarios/). Prints a
  * table and saves the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline
  * -- <file>` makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`:
  * tests never assert on time.
@@ -16,6 +16,7 @@ import { benchGateway } from "./scenarios/gateway";
 import { benchEnvd } from "./scenarios/envd";
 import { benchRealNode } from "./scenarios/real-node";
 import { benchSandbox } from "./scenarios/sandbox";
+import { benchSaturation } from "./scenarios/saturation";
 import { benchScale } from "./scenarios/scale";
 import { benchStream } from "./scenarios/stream";
 import { benchWarm } from "./scenarios/warm";
@@ -33,6 +34,7 @@ async function main() {
   if (wanted("warm")) await benchWarm(kube, ns);
   if (wanted("floor")) await benchFloor(kube);
   if (wanted("stream")) await benchStream(kube, ns);
+  if (wanted("saturation")) await benchSaturation(kube);
   if (wanted("cold")) await benchCold(kube, ns);
   if (wanted("admission")) await benchAdmission(kube, ns);
   if (wanted("gateway")) await benchGateway(kube);

@@ -144,7 +144,7 @@ const INTS = {
     variable: "CUBEPOD_CLAIM_FINISH_QUIET_MS",
     default: 100,
     min: 0,
-    doc: "a warm claim's finalizer and PVC handover wait until claims are quiet this long",
+    doc: "a warm claim's finalizer, Pod labels and PVC handover wait until claims are quiet this long",
   },
   claimFinishMaxDelayMs: {
     variable: "CUBEPOD_CLAIM_FINISH_MAX_DELAY_MS",

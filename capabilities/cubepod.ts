@@ -15,6 +15,7 @@ import {
   LABEL_VOLUME_KEY,
   MANAGED_BY,
 } from "./manifests/labels";
+import { keepMetadata, slim, watchEveryPhase } from "./kit/watched";
 import { templateOfPolicy } from "./network/reconciler";
 import { Operator } from "./operator";
 
@@ -57,77 +58,68 @@ When(PodBox)
   .IsCreatedOrUpdated()
   .Validate(req => validateBoxRequest(req, operator.client));
 
-// Every change of a PodBox is reconciled (ordered per box), its deletion included.
+// Every change of a PodBox is reconciled (ordered per box), its deletion included (a finalizer
+// holds it).
 When(PodBox)
   .IsCreatedOrUpdated()
-  .Reconcile(async box => operator.boxes.onBoxEvent(box));
+  .Reconcile(async box => operator.boxes.onBoxEvent(slim(box)));
 
-// Sandbox Pods (labelled with their box) report readiness, IP and deletion to their box.
-When(a.Pod)
-  .IsCreatedOrUpdated()
-  .WithLabel(LABEL_BOX)
-  .Watch(async pod => operator.boxes.onPodEvent(pod, false));
+// The watches below each serve every phase (one watch and one cache per kind and label, not two)
+// and keep only the metadata of what they have read (see kit/watched.ts).
+const DELETED = "DELETED";
+watchEveryPhase(CubePod, () => {
+  // Sandbox Pods (labelled with their box) report readiness, IP and deletion to their box: a
+  // deleted one lets its box move on (pause, reset, resume, cleanup).
+  When(a.Pod)
+    .IsCreatedOrUpdated()
+    .WithLabel(LABEL_BOX)
+    .Watch((pod, phase) => {
+      operator.boxes.onPodEvent(pod, phase === DELETED);
+      keepMetadata(pod);
+    });
 
-// A deleted sandbox Pod lets its box move on (pause, reset, resume, cleanup).
-When(a.Pod)
-  .IsDeleted()
-  .WithLabel(LABEL_BOX)
-  .Watch(async pod => operator.boxes.onPodEvent(pod, true));
+  // The NetworkPolicies CubePod owns are applied again when someone changes or deletes them.
+  When(a.NetworkPolicy)
+    .IsCreatedOrUpdated()
+    .WithLabel(LABEL_MANAGED_BY, MANAGED_BY)
+    .Watch(np => {
+      const { namespace, name, labels } = np.metadata ?? {};
+      operator.network.onPolicyEvent(namespace!, name!, templateOfPolicy(labels));
+      keepMetadata(np);
+    });
 
-// The NetworkPolicies CubePod owns are applied again when someone changes or deletes them.
-When(a.NetworkPolicy)
-  .IsCreatedOrUpdated()
-  .WithLabel(LABEL_MANAGED_BY, MANAGED_BY)
-  .Watch(np => policyChanged(np));
-When(a.NetworkPolicy)
-  .IsDeleted()
-  .WithLabel(LABEL_MANAGED_BY, MANAGED_BY)
-  .Watch(np => policyChanged(np));
+  // A PodTemplate that appears, changes or goes wakes the boxes and pools that use it (they report
+  // a missing one), and its sandboxes' NetworkPolicies follow it.
+  When(CubePodTemplate)
+    .IsCreatedOrUpdated()
+    .Watch(tpl => operator.onTemplateEvent(slim(tpl)));
 
-function policyChanged(np: a.NetworkPolicy): void {
-  const { namespace, name, labels } = np.metadata ?? {};
-  operator.network.onPolicyEvent(namespace!, name!, templateOfPolicy(labels));
-}
+  // CubePod's PVCs wake the boxes that wait for them (volumes to re-attach, or to finish going).
+  When(a.PersistentVolumeClaim)
+    .IsCreatedOrUpdated()
+    .WithLabel(LABEL_VOLUME_KEY)
+    .Watch(pvc => {
+      operator.onVolumeEvent(pvc);
+      keepMetadata(pvc);
+    });
 
-// A PodTemplate that appears or changes wakes the boxes and pools that use it, and its sandboxes'
-// NetworkPolicies follow it.
-When(CubePodTemplate)
-  .IsCreatedOrUpdated()
-  .Watch(tpl => operator.onTemplateEvent(tpl));
-
-// A deleted PodTemplate is reported by the boxes that use it.
-When(CubePodTemplate)
-  .IsDeleted()
-  .Watch(tpl => operator.onTemplateEvent(tpl));
+  // Standby Pods feed the index of ready standbys that claims pick from; their pool looks again. A
+  // standby that is deleted or claimed leaves the index and its pool replenishes; a claimed one
+  // keeps these labels until its claim's finish, and tells its box meanwhile.
+  When(a.Pod)
+    .IsCreatedOrUpdated()
+    .WithLabel(LABEL_POOL)
+    .Watch((pod, phase) => {
+      operator.onStandbyEvent(pod, phase === DELETED);
+      keepMetadata(pod);
+    });
+});
 
 // A PodWarmPool keeps spec.replicas standbys of its template, replacing stale ones gradually;
 // boxes waiting for it look again.
 When(PodWarmPool)
   .IsCreatedOrUpdated()
-  .Reconcile(async pool => operator.onPoolEvent(pool));
-
-// CubePod's PVCs wake the boxes that wait for them (volumes to re-attach, or to finish going).
-When(a.PersistentVolumeClaim)
-  .IsCreatedOrUpdated()
-  .WithLabel(LABEL_VOLUME_KEY)
-  .Watch(async pvc => operator.onVolumeEvent(pvc));
-When(a.PersistentVolumeClaim)
-  .IsDeleted()
-  .WithLabel(LABEL_VOLUME_KEY)
-  .Watch(async pvc => operator.onVolumeEvent(pvc));
-
-// Standby Pods feed the index of ready standbys that claims pick from; their pool looks again. A
-// claimed one keeps these labels until its claim's finish, and tells its box meanwhile.
-When(a.Pod)
-  .IsCreatedOrUpdated()
-  .WithLabel(LABEL_POOL)
-  .Watch(async pod => operator.onStandbyEvent(pod, false));
-
-// A standby Pod that is deleted or claimed leaves the index; its pool replenishes.
-When(a.Pod)
-  .IsDeleted()
-  .WithLabel(LABEL_POOL)
-  .Watch(async pod => operator.onStandbyEvent(pod, true));
+  .Reconcile(async pool => operator.onPoolEvent(slim(pool)));
 
 // The reaper: idle unleased boxes are paused, expired paused ones terminated.
 OnSchedule({

@@ -12,6 +12,7 @@ import { paths } from "./client/paths";
 import type { Config } from "./config";
 import { Failpoints } from "./kit/failpoint";
 import { objectKey } from "./kit/object-key";
+import { keepMetadata } from "./kit/watched";
 import { boxOfPod } from "./manifests/owner";
 import { reportRetry } from "./kit/retry-report";
 import { WorkQueue } from "./kit/work-queue";
@@ -153,9 +154,10 @@ export class Operator {
    * watching works, and the metrics server. Called once, in the process that runs watches.
    */
   start(): void {
-    const watcher = K8s(PodBox).Watch((box, phase) =>
-      this.reaper.onBoxEvent(box, phase === "DELETED"),
-    );
+    const watcher = K8s(PodBox).Watch((box, phase) => {
+      this.reaper.onBoxEvent(box, phase === "DELETED");
+      keepMetadata(box);
+    });
     const set = (connected: boolean, detail: string) =>
       Object.assign(this.#watch, { connected, detail });
     watcher.events.on(WatchEvent.CONNECT, () => set(true, "watching PodBoxes"));

@@ -32,6 +32,8 @@ export function poolReadiness(kube: Kube, ns: string, pool: string) {
       type !== "DELETED" &&
       !p.metadata.deletionTimestamp &&
       !claimed.has(p.metadata.name) &&
+      // A claimed standby keeps the pool's label until its claim's finish; a box controls it.
+      !(p.metadata.ownerReferences ?? []).some((r: Obj) => r.controller && r.kind === "PodBox") &&
       (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True");
     if (isReady) ready.add(p.metadata.name);
     else ready.delete(p.metadata.name);

@@ -1,4 +1,8 @@
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { execFile } from "node:child_process";
+import { existsSync, readFileSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { promisify } from "node:util";
+import { CLUSTER_DIR, cluster, Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
 import { podBox, podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { metric, metricMiB, moduleRequests, moduleRSSMiB } from "../lib/module";
 import { startPool } from "../lib/pools";
@@ -30,6 +34,50 @@ async function gatewayRSSMiB(): Promise<number> {
   const text = await fetch("http://127.0.0.1:8082/metrics").then(r => r.text());
   const line = text.split("\n").find(l => l.startsWith("process_resident_memory_bytes "));
   return line ? Math.round(Number(line.split(" ")[1]) / 1048576) : NaN;
+}
+
+/** The line the module logs once its watches and reconcilers are started. */
+const STARTED = "CubePod operator started";
+
+/**
+ * A watcher restart, as a crash and a restart of the watcher would be: the module killed, started
+ * again, and a box that claims from `pool` created at once. Seconds from the start to the box
+ * Running, and from the module's own start (its log line; `pepr dev` builds the module first,
+ * which a deployed watcher does not) to it.
+ */
+async function restartToClaim(kube: Kube, ns: string, pool: string) {
+  const log = join(CLUSTER_DIR, "logs", "module.log");
+  cluster("module", "kill");
+  rmSync(log, { force: true });
+  const t0 = now();
+  const start = promisify(execFile)("bash", [join(ROOT, "hack", "cluster", "module.sh"), "start"]);
+  await kube.mustCreate(paths.podboxes(ns), podBox("after-restart", { warmPoolRef: pool }));
+  let started: number | undefined;
+  const box = kube.waitFor(
+    paths.podboxes(ns, "after-restart"),
+    o => o?.status?.phase === "Running",
+    600_000,
+  );
+  let running: Obj | undefined;
+  let failed: unknown;
+  void box.then(
+    b => (running = b),
+    e => (failed = e ?? new Error("the box never ran")),
+  );
+  while (!running && !failed) {
+    if (started === undefined && existsSync(log) && readFileSync(log, "utf8").includes(STARTED))
+      started = now();
+    await sleep(50);
+  }
+  if (failed || !running) throw failed;
+  const served = now();
+  await start;
+  return {
+    restartToClaimSeconds: Math.round((served - t0) / 100) / 10,
+    moduleStartToClaimSeconds:
+      started === undefined ? NaN : Math.round((served - started) / 100) / 10,
+    claimReason: running.status.reason,
+  };
 }
 
 /** Makes one namespace's template, pool and boxes, 20 writes at a time. */
@@ -90,6 +138,7 @@ export async function benchScale(kube: Kube, name: keyof typeof SCALE_SHAPES & s
       Math.round(((after.other - before.other) / boxes) * 1000) / 1000,
     peprScheduleStoreWritesPerMinute: after.store - before.store,
     reaperPass: reaper,
+    ...(await restartToClaim(kube, namespaces[0], "scale-pool")),
   };
   for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
 }

@@ -1,0 +1,119 @@
+import { cluster, Kube, Obj, paths } from "../../hack/lib/kube";
+import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { openLoop, steady } from "../lib/arrivals";
+import { claimTimer, PoolReadiness, poolPods, startPool } from "../lib/pools";
+import { results } from "../lib/results";
+import { sleep, stats, tenths } from "../lib/stats";
+import { withFloorOperator } from "./floor";
+
+/** The rates of the ramp, claims per second; each step lasts {@link STEP_MS}. */
+const RATES = [10, 20, 40, 60, 80, 120, 160];
+const STEP_MS = 3000;
+/** A claim not served within this long counts as an error. */
+const CLAIM_TIMEOUT_MS = 10_000;
+/** Saturated: p99 above this, or any error. */
+const P99_LIMIT_MS = 1000;
+
+type Step = { rate: number; sentPerSecond: number; errors: number } & Partial<
+  ReturnType<typeof stats>
+>;
+
+/**
+ * Warm claims at saturation: an open-loop ramp, a step of 3 s at each rate (claims sent on a clock
+ * whatever the answers do), CubePod and then the floor operator (floor-operator.ts: the claim's
+ * two writes and nothing else, the module stopped) at each rate, on the same pool refilled between
+ * steps, until each has passed a p99 of 1 s or had errors. A claim is the PodBox create to its
+ * `status.podIP` as a watching client sees it; one not served within 10 s, or served by a cold
+ * start, is an error. The figure is each one's highest rate that kept p99 within 1 s without
+ * errors, and their ratio.
+ */
+export async function benchSaturation(kube: Kube) {
+  const ns = await kube.namespace("bench-saturation");
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
+  const pool = "ramp-pool";
+  const standbys = await startPool(kube, ns, pool, (Math.max(...RATES) * STEP_MS) / 1000);
+  const ramp: { cubepod: Step[]; floor: Step[] } = { cubepod: [], floor: [] };
+  const saturated = (s: Step) => s.errors > 0 || (s.p99 ?? Infinity) > P99_LIMIT_MS;
+  const done = (steps: Step[]) => steps.some(saturated);
+  for (const rate of RATES) {
+    if (done(ramp.cubepod) && done(ramp.floor)) break;
+    const count = (rate * STEP_MS) / 1000;
+    if (!done(ramp.cubepod)) {
+      await standbys.atLeast(count);
+      await sleep(2000);
+      ramp.cubepod.push(await step(kube, ns, pool, standbys, `c${rate}`, rate, count));
+      await deleteBoxes(kube, ns);
+    }
+    if (!done(ramp.floor)) {
+      await standbys.atLeast(count);
+      await sleep(2000);
+      await withFloorOperator(ns, pool, async () => {
+        ramp.floor.push(await step(kube, ns, pool, standbys, `f${rate}`, rate, count));
+        // Its boxes have no finalizer: they go at once, their Pods with them.
+        await deleteBoxes(kube, ns);
+        await kube.waitForItems(
+          paths.pods(ns),
+          items => !items.some(p => p.metadata.ownerReferences?.[0]?.kind === "PodBox"),
+          300_000,
+        );
+      }).finally(() => cluster("module", "start"));
+    }
+  }
+  standbys.stop();
+  const best = (steps: Step[]) => Math.max(0, ...steps.filter(s => !saturated(s)).map(s => s.rate));
+  results.claimSaturation = {
+    what:
+      "warm claims in an open-loop ramp, 3 s per rate: the highest rate (claims/s) with p99 <= 1 s " +
+      "and no errors, CubePod against the floor operator on the same pool",
+    cubepodClaimsPerSecond: best(ramp.cubepod),
+    floorClaimsPerSecond: best(ramp.floor),
+    ratio: Math.round((best(ramp.cubepod) / Math.max(1, best(ramp.floor))) * 100) / 100,
+    ...Object.fromEntries(ramp.cubepod.map(s => [`cubepod${s.rate}PerSecond`, s])),
+    ...Object.fromEntries(ramp.floor.map(s => [`floor${s.rate}PerSecond`, s])),
+  };
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  await kube.waitForItems(poolPods(ns, pool), items => items.length === 0, 300_000);
+}
+
+/** One step of the ramp: `count` claims at `rate` a second, sent on a clock. */
+async function step(
+  kube: Kube,
+  ns: string,
+  pool: string,
+  standbys: PoolReadiness,
+  label: string,
+  rate: number,
+  count: number,
+): Promise<Step> {
+  const { claim, stop } = claimTimer(kube, ns, pool, standbys);
+  const names = Array.from({ length: count }, (_, i) => `${label}-${i}`);
+  const timeout = () => sleep(CLAIM_TIMEOUT_MS).then(() => undefined);
+  const { results: times, rate: sent } = await openLoop(steady(count, 1000 / rate), i =>
+    Promise.race([claim(names[i]).catch(() => undefined), timeout()]),
+  );
+  stop();
+  const boxes = (await kube.get(paths.podboxes(ns))).body.items as Obj[];
+  const warm = new Set(
+    boxes.filter(b => b.status?.reason === "WarmPoolClaimed").map(b => b.metadata.name),
+  );
+  const served = names.flatMap((n, i) =>
+    times[i] !== undefined && warm.has(n) ? [times[i]!] : [],
+  );
+  return {
+    rate,
+    sentPerSecond: tenths(sent),
+    errors: count - served.length,
+    ...(served.length > 0 ? stats(served) : {}),
+  };
+}
+
+/** Deletes every box of the namespace, and waits until they are gone. */
+async function deleteBoxes(kube: Kube, ns: string) {
+  const boxes = (await kube.get(paths.podboxes(ns))).body.items as Obj[];
+  for (let i = 0; i < boxes.length; i += 20) {
+    await Promise.all(
+      boxes.slice(i, i + 20).map(b => kube.delete(paths.podboxes(ns, b.metadata.name))),
+    );
+  }
+  await kube.waitForItems(paths.podboxes(ns), items => items.length === 0, 600_000);
+}
