@@ -42,6 +42,7 @@ export const RERUN: Record<string, string> = {
   envd: "npm run bench -- envd",
   scale: "npm run bench -- scale",
   scale10k: "npm run bench -- scale10k",
+  claimSaturation: "npm run bench -- saturation",
 };
 
 /** One line per figure: benchmark, measure, value. Each claim's figure (`samples`): JSON only. */

@@ -24,25 +24,29 @@ async function main() {
   kube.watchCollection(
     paths.podboxes(ns),
     (type, box) => {
-      const standby = type === "ADDED" ? standbys.take(ns, pool) : undefined;
-      if (!standby) return;
+      if (type !== "ADDED") return;
       const name = box.metadata.name;
       void (async () => {
-        const claimed = await kube.request(
-          "PATCH",
-          paths.pods(ns, standby.name),
-          claimPatch(box, standby),
-          "application/json-patch+json",
-        );
-        if (claimed.status >= 300) throw new Error(`claim of ${name}: HTTP ${claimed.status}`);
-        const status = await kube.request(
-          "PATCH",
-          `${paths.podboxes(ns, name)}/status`,
-          { status: claimedStatus(box, standby, undefined, kubeTime()) },
-          "application/merge-patch+json",
-        );
-        if (status.status >= 300) throw new Error(`status of ${name}: HTTP ${status.status}`);
-      })();
+        // A standby that changed since the list (422) is skipped for the next, as CubePod does.
+        for (let standby = standbys.take(ns, pool); standby; standby = standbys.take(ns, pool)) {
+          const claimed = await kube.request(
+            "PATCH",
+            paths.pods(ns, standby.name),
+            claimPatch(box, standby),
+            "application/json-patch+json",
+          );
+          if (claimed.status === 422 || claimed.status === 404 || claimed.status === 409) continue;
+          if (claimed.status >= 300) throw new Error(`claim of ${name}: HTTP ${claimed.status}`);
+          const status = await kube.request(
+            "PATCH",
+            `${paths.podboxes(ns, name)}/status`,
+            { status: claimedStatus(box, standby, undefined, kubeTime()) },
+            "application/merge-patch+json",
+          );
+          if (status.status >= 300) throw new Error(`status of ${name}: HTTP ${status.status}`);
+          return;
+        }
+      })().catch(e => console.error(`floor operator: ${String(e)}`));
     },
     boxes.body.metadata.resourceVersion,
   );

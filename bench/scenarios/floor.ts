@@ -77,7 +77,8 @@ export async function withFloorOperator(ns: string, pool: string, measure: () =>
     });
     await measure();
   } finally {
-    process.kill(-operator.pid!, "SIGTERM");
+    // It may have ended already (what ended it is on stderr).
+    if (operator.exitCode === null) process.kill(-operator.pid!, "SIGTERM");
     operator.stdout.destroy();
   }
 }

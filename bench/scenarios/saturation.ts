@@ -42,6 +42,7 @@ export async function benchSaturation(kube: Kube) {
       await standbys.atLeast(count);
       await sleep(2000);
       ramp.cubepod.push(await step(kube, ns, pool, standbys, `c${rate}`, rate, count));
+      console.log(`saturation: CubePod at ${rate}/s: ${JSON.stringify(ramp.cubepod.at(-1))}`);
       await deleteBoxes(kube, ns);
     }
     if (!done(ramp.floor)) {
@@ -49,6 +50,7 @@ export async function benchSaturation(kube: Kube) {
       await sleep(2000);
       await withFloorOperator(ns, pool, async () => {
         ramp.floor.push(await step(kube, ns, pool, standbys, `f${rate}`, rate, count));
+        console.log(`saturation: floor at ${rate}/s: ${JSON.stringify(ramp.floor.at(-1))}`);
         // Its boxes have no finalizer: they go at once, their Pods with them.
         await deleteBoxes(kube, ns);
         await kube.waitForItems(
