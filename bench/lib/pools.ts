@@ -1,3 +1,4 @@
+import { boxOfPod } from "../../capabilities/manifests/owner";
 import { Kube, Obj, paths } from "../../hack/lib/kube";
 import { podBox } from "../../hack/lib/objects";
 import { now } from "./stats";
@@ -33,7 +34,7 @@ export function poolReadiness(kube: Kube, ns: string, pool: string) {
       !p.metadata.deletionTimestamp &&
       !claimed.has(p.metadata.name) &&
       // A claimed standby keeps the pool's label until its claim's finish; a box controls it.
-      !(p.metadata.ownerReferences ?? []).some((r: Obj) => r.controller && r.kind === "PodBox") &&
+      boxOfPod(p.metadata) === undefined &&
       (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True");
     if (isReady) ready.add(p.metadata.name);
     else ready.delete(p.metadata.name);

@@ -1,3 +1,4 @@
+import { boxOfPod } from "../../capabilities/manifests/owner";
 import { cluster, Kube, Obj, paths } from "../../hack/lib/kube";
 import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { openLoop, steady } from "../lib/arrivals";
@@ -55,7 +56,7 @@ export async function benchSaturation(kube: Kube) {
         await deleteBoxes(kube, ns);
         await kube.waitForItems(
           paths.pods(ns),
-          items => !items.some(p => p.metadata.ownerReferences?.[0]?.kind === "PodBox"),
+          items => !items.some(p => boxOfPod(p.metadata) !== undefined),
           300_000,
         );
       }).finally(() => cluster("module", "start"));

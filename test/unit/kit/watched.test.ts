@@ -18,17 +18,20 @@ describe("slim and keepMetadata", () => {
     status: { phase: "Running" },
   });
 
+  /** What both keep of the metadata: all but managedFields and kubectl's copy. */
+  const slimmedMetadata = {
+    name: "p",
+    uid: "u",
+    resourceVersion: "7",
+    labels: { a: "b" },
+    annotations: { keep: "me" },
+  };
+
   it("slim drops managedFields and kubectl's last applied copy, in place, and keeps the rest", () => {
     const o = watched();
     expect(slim(o)).toBe(o);
     expect(o).toEqual({
-      metadata: {
-        name: "p",
-        uid: "u",
-        resourceVersion: "7",
-        labels: { a: "b" },
-        annotations: { keep: "me" },
-      },
+      metadata: slimmedMetadata,
       spec: { containers: [] },
       status: { phase: "Running" },
     });
@@ -38,14 +41,6 @@ describe("slim and keepMetadata", () => {
   it("keepMetadata keeps what a relist compares and a deletion needs: the metadata", () => {
     const o: Record<string, unknown> = watched();
     keepMetadata(o);
-    expect(o).toEqual({
-      metadata: {
-        name: "p",
-        uid: "u",
-        resourceVersion: "7",
-        labels: { a: "b" },
-        annotations: { keep: "me" },
-      },
-    });
+    expect(o).toEqual({ metadata: slimmedMetadata });
   });
 });
