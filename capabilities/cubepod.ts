@@ -11,6 +11,7 @@ import {
   LABEL_BOX,
   LABEL_MANAGED_BY,
   LABEL_POOL,
+  LABEL_SEED_OF,
   LABEL_TEMPLATE,
   LABEL_VOLUME_KEY,
   MANAGED_BY,
@@ -101,6 +102,23 @@ watchEveryPhase(CubePod, () => {
     .Watch(pvc => {
       operator.onVolumeEvent(pvc);
       keepMetadata(pvc);
+    });
+
+  // Templates' seed PVCs feed the index of filled seeds that new rootfs volumes are cloned from;
+  // they and their fill Pods bring their template's seed reconcile back.
+  When(a.PersistentVolumeClaim)
+    .IsCreatedOrUpdated()
+    .WithLabel(LABEL_SEED_OF)
+    .Watch((pvc, phase) => {
+      operator.seeds.onVolumeEvent(pvc, phase === DELETED);
+      keepMetadata(pvc);
+    });
+  When(a.Pod)
+    .IsCreatedOrUpdated()
+    .WithLabel(LABEL_SEED_OF)
+    .Watch(pod => {
+      operator.seeds.onPodEvent(pod);
+      keepMetadata(pod);
     });
 
   // Standby Pods feed the index of ready standbys that claims pick from; their pool looks again. A

@@ -26,6 +26,7 @@ import { startMetricsServer } from "./metrics/server";
 import { NetworkReconciler } from "./network/reconciler";
 import { PoolReconciler } from "./pool/reconciler";
 import { Reaper } from "./reaper/reaper";
+import { SeedReconciler } from "./seed/reconciler";
 
 /** How long /healthz waits for the API server's answer. */
 const HEALTH_TIMEOUT_MS = 2000;
@@ -42,6 +43,7 @@ export class Operator {
   readonly pools: PoolReconciler;
   readonly reaper: Reaper;
   readonly network: NetworkReconciler;
+  readonly seeds: SeedReconciler;
   readonly #failpoints: Failpoints;
   readonly #queues: Record<"PodBox" | "PodWarmPool" | "PodTemplate", WorkQueue>;
   readonly #watch = { connected: false, detail: "not started" };
@@ -55,6 +57,13 @@ export class Operator {
     this.#failpoints = new Failpoints(config.failpoint);
     const failpoints = this.#failpoints;
     const activity = new ClaimActivity();
+    const seedQueue = new WorkQueue(key => this.seeds.reconcile(key), {
+      concurrency: 1,
+      baseDelayMs: 500,
+      maxDelayMs: 60_000,
+      onError: reportRetry("PodTemplate", "seed"),
+    });
+    this.seeds = new SeedReconciler({ client, failpoints, queue: seedQueue });
     const poolQueue = new WorkQueue(key => this.pools.reconcile(key), {
       concurrency: 2,
       baseDelayMs: 500,
@@ -75,6 +84,7 @@ export class Operator {
       clock,
       claims: activity,
       replenish: config.replenish,
+      seeds: this.seeds.index,
     });
     this.claims = new WarmClaims(activity, config.claimFinish, key => boxQueue.add(key));
     this.boxes = new BoxReconciler({
@@ -85,6 +95,7 @@ export class Operator {
       claims: this.claims,
       pools: this.pools,
       events: new BoxEventRecorder(client, config, activity),
+      seeds: this.seeds.index,
     });
     this.reaper = new Reaper(key => this.boxes.reconcileSoon(key));
     const networkQueue = new WorkQueue(key => this.network.reconcile(key), {
@@ -109,6 +120,7 @@ export class Operator {
     const namespace = tpl.metadata!.namespace!;
     const name = tpl.metadata!.name;
     this.network.reconcileSoon(namespace, name!);
+    this.seeds.reconcileSoon(namespace, name!);
     this.boxes.wake("PodTemplate", namespace, name!);
     const [boxes, pools] = await Promise.all([
       this.client.list<PodBox>(paths.podBoxes(namespace)),

@@ -12,6 +12,8 @@ import { now, sleep, stats } from "../lib/stats";
 
 /** A template placed on the real node, on its local volumes, forks copied. */
 const REAL_TEMPLATE = realTemplate("Filesystem", "1Gi");
+/** The same, keeping a seed: new rootfs volumes are clones of one filled from the image. */
+const SEEDED_TEMPLATE = { ...REAL_TEMPLATE, rootfs: { size: "1Gi", seed: true } };
 const validTemplate = (() => {
   const v = validatePodTemplate(REAL_TEMPLATE);
   if (!v.ok) throw new Error(v.errors.join("; "));
@@ -35,6 +37,13 @@ const DATA_MIB = 64;
 export async function benchRealNode(kube: Kube) {
   const ns = await kube.namespace("bench-real");
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("real", REAL_TEMPLATE));
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("seeded", SEEDED_TEMPLATE));
+  // The seed is filled once per template version, before any box needs it.
+  await kube.waitForItems(
+    `${paths.pvcs(ns)}?labelSelector=pod.cubeplex.ai/seed-of=seeded`,
+    items => items.some(p => p.metadata.labels["pod.cubeplex.ai/seed-filled"] === "true"),
+    300_000,
+  );
   const box = (name: string) => paths.podboxes(ns, name);
   const phase = (name: string, p: string, reason?: string) =>
     kube.waitFor(
@@ -59,6 +68,8 @@ export async function benchRealNode(kube: Kube) {
     pause: [] as number[],
     resume: [] as number[],
     reset: [] as number[],
+    createSeeded: [] as number[],
+    resetSeeded: [] as number[],
     forkCopied: [] as number[],
     forkRunning: [] as number[],
   };
@@ -122,7 +133,20 @@ export async function benchRealNode(kube: Kube) {
         patch(name, { rootfsGeneration: 2 }).then(() => phase(name, "Running", "RootFSReset")),
       ),
     );
-    for (const n of [name, fork]) await kube.delete(box(n));
+
+    const seeded = `seeded-${i}`;
+    m.createSeeded.push(
+      await timed(async () => {
+        await kube.mustCreate(paths.podboxes(ns), podBox(seeded, { templateRef: "seeded" }));
+        await phase(seeded, "Running");
+      }),
+    );
+    m.resetSeeded.push(
+      await timed(() =>
+        patch(seeded, { rootfsGeneration: 2 }).then(() => phase(seeded, "Running", "RootFSReset")),
+      ),
+    );
+    for (const n of [name, fork, seeded]) await kube.delete(box(n));
   }
   await kube.delete(`/api/v1/namespaces/${ns}`);
 
@@ -137,6 +161,7 @@ export async function benchRealNode(kube: Kube) {
     ...s,
     ...claims,
     createOverFloorP50: ratio(s.create.p50, s.floorCreate.p50),
+    createSeededOverFloorP50: ratio(s.createSeeded.p50, s.floorCreate.p50),
     resumeOverFloorRestartP50: ratio(s.resume.p50, s.floorRestart.p50),
     pauseOverFloorP50: ratio(s.pause.p50, s.floorGone.p50),
   };

@@ -6,6 +6,9 @@ import {
   LABEL_POOL,
   LABEL_RETAINED,
   LABEL_ROOTFS_GENERATION,
+  LABEL_SEED,
+  LABEL_SEED_FILLED,
+  LABEL_SEED_OF,
   LABEL_TEMPLATE_HASH,
   LABEL_VOLUME,
   LABEL_VOLUME_KEY,
@@ -14,9 +17,9 @@ import {
 
 /**
  * The labels by which the operator recognises its own Pods and PVCs: whose box or pool they are,
- * which volumes, which template version. `app.kubernetes.io/managed-by` counts only with the value
- * `cubepod`. `pod.cubeplex.ai/template` is not one of them: it is how a hand-declared Pod asks for
- * the sandbox runtime.
+ * which volumes, which template version, which template's seed and whether it is filled.
+ * `app.kubernetes.io/managed-by` counts only with the value `cubepod`. `pod.cubeplex.ai/template`
+ * is not one of them: it is how a hand-declared Pod asks for the sandbox runtime.
  */
 export const PROVENANCE_LABELS = [
   LABEL_BOX,
@@ -27,6 +30,9 @@ export const PROVENANCE_LABELS = [
   LABEL_TEMPLATE_HASH,
   LABEL_RETAINED,
   LABEL_POD_ROLE,
+  LABEL_SEED_OF,
+  LABEL_SEED,
+  LABEL_SEED_FILLED,
   LABEL_MANAGED_BY,
 ];
 

@@ -59,6 +59,11 @@ export function validatePodTemplate(spec: unknown): Verdict<PodTemplateSpec> {
       }
     }
   }
+  if (s.rootfs.seed && s.volumeMode !== "Filesystem") {
+    errors.push(
+      "spec.rootfs.seed: only Filesystem mode keeps a seed (in Block mode podd-init fills the device inside the sandbox)",
+    );
+  }
   for (const [resource, request] of Object.entries(s.resources?.requests ?? {})) {
     const limit = s.resources?.limits?.[resource];
     if (limit !== undefined && quantityValue(request)! > quantityValue(limit)!) {

@@ -53,6 +53,10 @@ const rootfsSchema = z.object({
       description:
         "Filesystem mode: the image's top-level directories copied onto the rootfs volume at its first start and mounted from it, so that what the sandbox writes there is kept.",
     }),
+  seed: z.boolean().optional().meta({
+    description:
+      "Filesystem mode: keep one rootfs volume filled from the image (a seed PVC per template version) and clone it (PVC dataSource) for every new rootfs (a box's first start, a standby, a reset), so that their Pods start with no init container. Needs a StorageClass that clones; costs one rootfs volume per template.",
+  }),
 });
 
 export const egressSchema = z

@@ -7,6 +7,7 @@ import { buildCopyPod, CopyPodInput } from "../manifests/copy-pod";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
 import type { Owner } from "../manifests/types";
 import { boxOwnerRef } from "../manifests/owner";
+import { poddImageHash } from "../manifests/template-hash";
 import { effectiveState, invalidActivity, rfc3339Time } from "../reaper/activity";
 import { condition, readyCondition } from "../kit/conditions";
 import type { ObjectAction } from "../kit/object-actions";
@@ -127,6 +128,18 @@ function boxVolumes(o: BoxObservation, key: string) {
 }
 type ObservedPVCLike = BoxObservation["pvcs"][number];
 
+/**
+ * The podd on a rootfs volume cloned from the template's seed: the template's injector image
+ * when the volume says it holds that one's podd, or, with no volume yet, when the template has a
+ * filled seed to clone it from (buildBoxPVCs does).
+ */
+function seededPodd(o: BoxObservation, rootfs: ObservedPVC | undefined): string | undefined {
+  const image = o.template?.spec.poddInjectorImage;
+  if (!image) return undefined;
+  if (rootfs) return rootfs.rootfsPodd === poddImageHash(image) ? image : undefined;
+  return o.template?.seed ? image : undefined;
+}
+
 /** The controller ownerReference that ties a Pod or PVC to its box. */
 export function boxOwner(o: BoxObservation): Owner {
   return boxOwnerRef(o.box.name, o.box.uid);
@@ -161,13 +174,19 @@ function run(o: BoxObservation): BoxPlan {
   const workspaceName = workspacePVCName(key);
   const clone = Boolean(spec.forkFrom) && initial && !resetting;
   // The podd an earlier Pod left on the rootfs volume: the box's record of its volume, or a new
-  // fork's parent's, whose rootfs volume its own is a copy or a clone of.
+  // fork's parent's, whose rootfs volume its own is a copy or a clone of, or the template's
+  // seed's when the volume is (or is about to be) a clone of it.
   const volumePodd =
     prev.rootfsPVCName === rootfsName
       ? prev.rootfsPoddImage
-      : clone && o.parent?.state === "ready"
-        ? o.parent.rootfsPoddImage
-        : undefined;
+      : clone
+        ? o.parent?.state === "ready"
+          ? o.parent.rootfsPoddImage
+          : undefined
+        : seededPodd(
+            o,
+            pvcs.find(p => p.role === "rootfs" && p.name === rootfsName),
+          );
   const volumes = {
     rootfsPVCName: rootfsName,
     workspacePVCName: workspaceName,

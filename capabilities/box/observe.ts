@@ -31,6 +31,7 @@ import { kubeTime } from "../kit/conditions";
 import { isPodReady } from "../kit/pod-ready";
 import { isControlledBy } from "../manifests/owner";
 import { COPY_ROLE } from "../manifests/copy-pod";
+import type { SeedIndex } from "../seed/seed-index";
 
 /**
  * Reads everything one reconcile of a box looks at, straight from the API server: the box, its
@@ -47,7 +48,8 @@ export async function observeBox(
     fromCache = false,
     conflict,
     now = new Date(),
-  }: { fromCache?: boolean; conflict?: NameConflict; now?: Date } = {},
+    seeds,
+  }: { fromCache?: boolean; conflict?: NameConflict; now?: Date; seeds?: SeedIndex } = {},
 ): Promise<BoxObservation> {
   const namespace = box.metadata!.namespace!;
   const name = box.metadata!.name!;
@@ -63,7 +65,9 @@ export async function observeBox(
       fromCache,
     });
   const [looked, pods, pvcs, kept, parent] = await Promise.all([
-    getTemplate(client, namespace, spec.templateRef, spec.warmPoolRef, status.templateName),
+    getTemplate(client, namespace, spec.templateRef, spec.warmPoolRef, status.templateName).then(
+      t => (t.template && seeds ? { ...t, template: seeds.withSeed(namespace, t.template) } : t),
+    ),
     podsOfBox(client, box, { fromCache }),
     pvcsWithLabel(LABEL_BOX, name),
     spec.volumeKey ? pvcsWithLabel(LABEL_VOLUME_KEY, spec.volumeKey) : undefined,
@@ -240,6 +244,9 @@ export function observedPVC(p: kind.PersistentVolumeClaim, boxUid: string): Obse
         ? { copyFrom: p.metadata.annotations[ANNOTATION_COPY_FROM] }
         : {}),
       copied: p.metadata?.annotations?.[ANNOTATION_COPIED] !== undefined,
+      ...(role === "rootfs" && p.metadata?.labels?.[LABEL_ROOTFS_PODD]
+        ? { rootfsPodd: p.metadata.labels[LABEL_ROOTFS_PODD] }
+        : {}),
       owner: !controller
         ? "none"
         : controller.uid === boxUid

@@ -35,6 +35,7 @@ import {
 } from "./apply";
 import { decideBox, readsFromCache } from "./decide";
 import { observeBox, podsOfBox } from "./observe";
+import type { SeedIndex } from "../seed/seed-index";
 import type { AwaitedObject, BoxPlan, NameConflict } from "./types";
 import { WaitingBoxes } from "./waiting-boxes";
 
@@ -54,6 +55,8 @@ export type BoxReconcilerDeps = ActionContext & {
   claims: WarmClaims;
   pools: Pick<PoolReconciler, "templateOf" | "replenishSoon">;
   events: BoxEventRecorder;
+  /** The templates' filled seeds, which new rootfs volumes are cloned from. */
+  seeds?: SeedIndex;
 };
 
 /**
@@ -243,6 +246,7 @@ export class BoxReconciler {
         fromCache,
         conflict,
         now: this.deps.clock(),
+        seeds: this.deps.seeds,
       });
       const plan = decideBox(observation);
       const stopped = await this.#applyUntilOutdated(box, plan.actions, fromCache);

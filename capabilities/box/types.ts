@@ -43,6 +43,8 @@ export type ObservedPVC = {
   copyFrom?: string;
   /** The copy is complete. */
   copied: boolean;
+  /** A rootfs cloned from its template's seed: the hash of the podd injector image it holds. */
+  rootfsPodd?: string;
 };
 
 /**

@@ -1,7 +1,13 @@
 import type { V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
-import { ANNOTATION_COPIED, LABEL_BOX, LABEL_POOL, LABEL_RETAINED } from "../manifests/labels";
+import {
+  ANNOTATION_COPIED,
+  LABEL_BOX,
+  LABEL_POOL,
+  LABEL_RETAINED,
+  LABEL_SEED_FILLED,
+} from "../manifests/labels";
 import { podOwnerRef } from "../manifests/owner";
 import type { Owner } from "../manifests/types";
 import {
@@ -38,7 +44,9 @@ export type ObjectAction =
    */
   | { type: "addPodOwner"; name: string; owners: Owner[]; pod: string; podUid?: string }
   /** Give the box's label to its Pod, a claimed standby that still has its pool's. */
-  | { type: "labelClaimedPod"; name: string };
+  | { type: "labelClaimedPod"; name: string }
+  /** Record on a template's seed PVC that its fill Pod succeeded: boxes may clone it now. */
+  | { type: "markSeedFilled"; name: string };
 
 /** What applying actions needs: the client, and the failpoints of restart-safety tests. */
 export type ActionContext = { client: ApiClient; failpoints: Failpoints };
@@ -123,6 +131,11 @@ async function apply(
     case "markCopied":
       await client.mergePatch(paths.pvcs(namespace, a.name), {
         metadata: { annotations: { [ANNOTATION_COPIED]: "true" } },
+      });
+      return true;
+    case "markSeedFilled":
+      await client.mergePatch(paths.pvcs(namespace, a.name), {
+        metadata: { labels: { [LABEL_SEED_FILLED]: "true" } },
       });
       return true;
     case "orphanPVC":

@@ -162,7 +162,7 @@ export function injectRuntime(
 }
 
 /** The init container that copies podd-init and podd (and mke2fs, to mount devices) in. */
-function installer(tpl: PodTemplateSpec, mountsDevices: boolean): V1Container {
+export function installer(tpl: PodTemplateSpec, mountsDevices: boolean): V1Container {
   return {
     name: INSTALLER_CONTAINER,
     image: tpl.poddInjectorImage,
@@ -272,7 +272,7 @@ function withoutServiceAccountToken(spec: V1PodSpec): void {
  * the sandbox container mounts over the image's directories. It runs as root to keep every
  * file's owner, mode and capabilities, with only the rights that takes, before any sandbox code.
  */
-function rootfsFill(tpl: PodTemplateSpec): V1Container {
+export function rootfsFill(tpl: PodTemplateSpec): V1Container {
   return {
     name: ROOTFS_FILL_CONTAINER,
     image: tpl.image,

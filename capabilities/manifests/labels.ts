@@ -39,9 +39,19 @@ export const ANNOTATION_PODD_IMAGE = `${GROUP}/podd-image`;
 /**
  * On a sandbox Pod built for a rootfs volume an earlier Pod filled and left podd on: the hash of
  * that podd's injector image ({@link poddImageHash}). When it is the template's, the mutate
- * webhook adds no init container to bring podd or fill the volume.
+ * webhook adds no init container to bring podd or fill the volume. On a rootfs PVC cloned from
+ * its template's seed: the podd that the seed holds.
  */
 export const LABEL_ROOTFS_PODD = `${GROUP}/rootfs-podd`;
+
+/**
+ * On a template's seed PVC and the Pod that fills it (`rootfs.seed`): the template's name, and
+ * the key of the spec fields the fill depends on ({@link seedKey}). A seed is cloned only once
+ * it carries {@link LABEL_SEED_FILLED}.
+ */
+export const LABEL_SEED_OF = `${GROUP}/seed-of`;
+export const LABEL_SEED = `${GROUP}/seed`;
+export const LABEL_SEED_FILLED = `${GROUP}/seed-filled`;
 
 /**
  * On a sandbox Pod whose box says `egress: None`: the template's egress policy does not select

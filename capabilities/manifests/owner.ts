@@ -10,7 +10,11 @@ import type { Owner } from "./types";
  * removed reference that blocks owner deletion with a live GET of that owner (three per claim,
  * the Pod and both PVCs), deletion or not. The standbys are still collected with the pool.
  */
-function controllerRef(kind: "PodBox" | "PodWarmPool", name: string, uid: string): Owner {
+function controllerRef(
+  kind: "PodBox" | "PodWarmPool" | "PodTemplate",
+  name: string,
+  uid: string,
+): Owner {
   const ref = { apiVersion: API_VERSION, kind, name, uid, controller: true };
   return kind === "PodBox" ? { ...ref, blockOwnerDeletion: true } : ref;
 }
@@ -31,6 +35,10 @@ export const boxOwnerRef = (name: string, uid: string): Owner => controllerRef("
 /** The controller ownerReference that ties a standby's Pod and PVCs to its pool. */
 export const poolOwnerRef = (name: string, uid: string): Owner =>
   controllerRef("PodWarmPool", name, uid);
+
+/** The controller ownerReference that ties a template's seed PVC and its fill Pod to it. */
+export const templateOwnerRef = (name: string, uid: string): Owner =>
+  controllerRef("PodTemplate", name, uid);
 
 /** True when the object's controller ownerReference names the object with this uid. */
 export function isControlledBy(

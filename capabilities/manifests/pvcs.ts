@@ -4,6 +4,7 @@ import {
   LABEL_BOX,
   LABEL_MANAGED_BY,
   LABEL_ROOTFS_GENERATION,
+  LABEL_ROOTFS_PODD,
   LABEL_TEMPLATE,
   LABEL_VOLUME,
   LABEL_VOLUME_KEY,
@@ -11,6 +12,7 @@ import {
   VolumeRole,
 } from "./labels";
 import { rootfsPVCName, workspacePVCName } from "./names";
+import { poddImageHash } from "./template-hash";
 import { Owner, TemplateRef } from "./types";
 
 /** Input of {@link buildBoxPVCs}. */
@@ -29,7 +31,8 @@ export type BoxVolumesInput = {
 
 /**
  * Builds the rootfs and workspace PVCs of a box. Pure: the same input gives the same manifests,
- * so creating them twice is harmless (the second create is a 409).
+ * so creating them twice is harmless (the second create is a 409). A rootfs that is not a fork's
+ * is cloned from the template's filled seed when it has one, and says which podd it holds.
  */
 export function buildBoxPVCs(input: BoxVolumesInput): {
   rootfs: V1PersistentVolumeClaim;
@@ -38,6 +41,7 @@ export function buildBoxPVCs(input: BoxVolumesInput): {
   const key = input.volumeKey ?? input.boxName;
   const gen = input.rootfsGeneration;
   const tpl = input.template.spec;
+  const seed = input.forkFrom ? undefined : input.template.seed;
   return {
     rootfs: buildPVC(
       input,
@@ -46,8 +50,9 @@ export function buildBoxPVCs(input: BoxVolumesInput): {
       tpl.rootfs.size,
       {
         [LABEL_ROOTFS_GENERATION]: String(gen),
+        ...(seed ? { [LABEL_ROOTFS_PODD]: poddImageHash(tpl.poddInjectorImage) } : {}),
       },
-      input.forkFrom?.rootfsPVCName,
+      input.forkFrom?.rootfsPVCName ?? seed?.pvcName,
     ),
     workspace: buildPVC(
       input,
@@ -69,7 +74,8 @@ function buildPVC(
   parentPVC: string | undefined,
 ): V1PersistentVolumeClaim {
   const tpl = input.template.spec;
-  const copy = parentPVC !== undefined && tpl.forkStrategy === "Copy";
+  const copy =
+    input.forkFrom !== undefined && parentPVC !== undefined && tpl.forkStrategy === "Copy";
   const pvc: V1PersistentVolumeClaim = {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
@@ -92,7 +98,8 @@ function buildPVC(
       volumeMode: tpl.volumeMode,
       resources: { requests: { storage: size } },
       ...(tpl.storageClassName ? { storageClassName: tpl.storageClassName } : {}),
-      // A clone must use the same class and mode as its source; the parent has both by construction.
+      // A clone must use the same class, mode and size as its source: a parent and a seed have
+      // them by construction.
       ...(parentPVC !== undefined && !copy
         ? { dataSource: { kind: "PersistentVolumeClaim", name: parentPVC } }
         : {}),

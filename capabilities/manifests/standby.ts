@@ -37,6 +37,8 @@ export function buildStandby(input: StandbyInput): {
     podName: input.name,
     rootfsPVCName: rootfs.metadata!.name!,
     workspacePVCName: workspace.metadata!.name!,
+    // A rootfs cloned from the seed holds the template's podd: the Pod needs no init container.
+    ...(input.template.seed ? { rootfsPodd: input.template.spec.poddInjectorImage } : {}),
   });
   const member = { [LABEL_POOL]: input.pool, [LABEL_TEMPLATE_HASH]: input.templateHash };
   for (const obj of [pod, rootfs, workspace]) relabel(obj.metadata!, member);

@@ -4,11 +4,17 @@ import type { PodTemplateSpec } from "../api/podtemplate";
 /**
  * A short, stable hash of a template's spec (keys sorted, defaults applied). Standbys carry it as
  * a label; a standby whose hash differs from its template's is stale and gets replaced. The
- * network settings are left out: they are NetworkPolicies, and change no Pod.
+ * network settings are left out: they are NetworkPolicies, and change no Pod; so is whether a seed
+ * fills new volumes, which changes how a standby starts, not what it runs.
  */
 export function templateHash(spec: PodTemplateSpec): string {
-  const pods = { ...spec, network: undefined };
-  return createHash("sha256").update(stableJSON(pods)).digest("hex").slice(0, 10);
+  const pods = { ...spec, network: undefined, rootfs: { ...spec.rootfs, seed: undefined } };
+  return stableHash(pods);
+}
+
+/** A short hash of a value's JSON with its keys sorted (undefined ones left out). */
+export function stableHash(v: unknown): string {
+  return createHash("sha256").update(stableJSON(v)).digest("hex").slice(0, 10);
 }
 
 /** A short hash of a podd injector image reference, as a label value holds it. */

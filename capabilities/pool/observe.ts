@@ -15,6 +15,7 @@ import {
 } from "../manifests/labels";
 import { boxOfPod } from "../manifests/owner";
 import { templateHash } from "../manifests/template-hash";
+import type { SeedIndex } from "../seed/seed-index";
 import { MAX_SURGE, ObservedStandby, PoolObservation, STANDBY_CREATE_BATCH } from "./decide";
 
 /** Reads a pool, its template and its standbys (Pods and PVCs by the pool label). */
@@ -22,6 +23,7 @@ export async function observePool(
   client: ApiClient,
   pool: PodWarmPool,
   now = new Date(),
+  seeds?: SeedIndex,
 ): Promise<PoolObservation> {
   const namespace = pool.metadata!.namespace!;
   const name = pool.metadata!.name!;
@@ -32,7 +34,8 @@ export async function observePool(
     client.list<kind.PersistentVolumeClaim>(paths.pvcs(namespace), `${LABEL_POOL}=${name}`),
   ]);
   const verdict = tpl ? validatePodTemplate(tpl.spec) : undefined;
-  const template = verdict?.ok ? { name: spec.templateRef, spec: verdict.spec } : undefined;
+  const found = verdict?.ok ? { name: spec.templateRef, spec: verdict.spec } : undefined;
+  const template = found && seeds ? seeds.withSeed(namespace, found) : found;
 
   const standbys = new Map<string, ObservedStandby>();
   const entry = (key: string) => {

@@ -15,6 +15,7 @@ import { LABEL_POOL } from "../manifests/labels";
 import { reconcileDuration } from "../metrics/registry";
 import { decidePool, failedPoolStatus } from "./decide";
 import { observePool } from "./observe";
+import type { SeedIndex } from "../seed/seed-index";
 
 /** The longest a pool's write waits for claims in flight to end. */
 const CLAIM_YIELD_MAX_MS = 1000;
@@ -25,6 +26,8 @@ export type PoolReconcilerDeps = ActionContext & {
   claims: ClaimActivity;
   /** Replenishment waits for this much quiet after claims and standby events. */
   replenish: QuietWindow;
+  /** The templates' filled seeds, which new standbys' rootfs volumes are cloned from. */
+  seeds?: SeedIndex;
 };
 
 /**
@@ -86,7 +89,7 @@ export class PoolReconciler {
     }
     const end = reconcileDuration.startTimer({ kind: "PodWarmPool" });
     try {
-      const o = await observePool(client, pool, this.deps.clock());
+      const o = await observePool(client, pool, this.deps.clock(), this.deps.seeds);
       if (o.templateHash && o.template) {
         const { name, spec } = o.template;
         this.#templates.set(key, { hash: o.templateHash, name, envdPort: spec.envdPort });

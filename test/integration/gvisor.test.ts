@@ -22,6 +22,8 @@ beforeAll(async () => {
   h = inNamespace(kube, ns);
   const spec = { ...realTemplate("Filesystem", SIZE), runtimeClassName: "gvisor" };
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("gvisor", spec));
+  const seeded = { ...spec, rootfs: { size: SIZE, seed: true } };
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("gvisor-seeded", seeded));
   await kube.mustCreate(
     paths.podtemplates(ns),
     podTemplate("runc", realTemplate("Filesystem", SIZE)),
@@ -99,8 +101,16 @@ describe("a sandbox under gVisor", () => {
     expect(await installed(podd)).toBe("");
   });
 
-  it("hands out a warm standby that starts from the image", async () => {
-    await h.readyPool("gvisor-pool", "gvisor", 1, 180_000);
+  it("hands out a warm standby that starts from the image: a clone of the seed a gVisor Pod filled", async () => {
+    await kube.waitForItems(
+      `${paths.pvcs(ns)}?labelSelector=pod.cubeplex.ai/seed-filled=true`,
+      items => items.length === 1,
+      180_000,
+    );
+    await h.readyPool("gvisor-pool", "gvisor-seeded", 1, 180_000);
+    const [standby] = await kube.names(paths.pods(ns), "pod.cubeplex.ai/pool=gvisor-pool");
+    const pod = (await kube.get(paths.pods(ns, standby))).body;
+    expect(pod.spec.initContainers ?? []).toEqual([]);
     await h.createBox("claimed", { warmPoolRef: "gvisor-pool" });
     const podd = await running("claimed", "WarmPoolClaimed");
     expect(await podd.sh("uname -r")).toMatch(/gvisor/);

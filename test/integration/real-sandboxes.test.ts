@@ -251,6 +251,71 @@ describe("a sandbox on the real node (Filesystem)", () => {
   });
 });
 
+describe("a template's seed on the real node (rootfs.seed)", () => {
+  const seeds = () => `${paths.pvcs(ns)}?labelSelector=pod.cubeplex.ai/seed-of=seeded`;
+  const fills = () => `${paths.pods(ns)}?labelSelector=pod.cubeplex.ai/seed-of=seeded`;
+
+  it("is filled once from the image; a first start, a reset and a standby clone it and start with no init container; it goes when the template stops asking", async () => {
+    const spec = {
+      ...realTemplate("Filesystem", VOLUME_SIZE),
+      rootfs: { size: VOLUME_SIZE, seed: true },
+    };
+    await kube.mustCreate(paths.podtemplates(ns), podTemplate("seeded", spec));
+    const [seed] = await kube.waitForItems(
+      seeds(),
+      items => items.some(p => p.metadata.labels["pod.cubeplex.ai/seed-filled"] === "true"),
+      180_000,
+    );
+    expect(seed.metadata.ownerReferences).toEqual([
+      expect.objectContaining({ kind: "PodTemplate", name: "seeded", controller: true }),
+    ]);
+    // Its fill Pod ran under the template's runtime and placement, and goes once it is marked.
+    await kube.waitForItems(fills(), items => items.length === 0, 60_000);
+
+    await h.createBox("seeded", { templateRef: "seeded" });
+    let podd = await running("seeded");
+    expect(await initContainers("seeded")).toEqual([]);
+    const rootfs = (await kube.get(paths.pvcs(ns, "seeded-rootfs-g1"))).body;
+    expect(rootfs.spec.dataSource).toMatchObject({
+      kind: "PersistentVolumeClaim",
+      name: seed.metadata.name,
+    });
+    // The clone is the image's root as a fill leaves it: owners, set-user-ID bits, the home.
+    expect(await podd.sh("id -un; stat -c %U ~; sudo -n id -un", "user")).toBe(
+      "user\nuser\nroot\n",
+    );
+    await write(podd, WORKSPACE_FILE, "in the workspace");
+    await install(podd);
+    await pause("seeded");
+    podd = await resume("seeded");
+    expect(await installed(podd)).toBe(ALL_INSTALLED);
+
+    await h.patchBox("seeded", { rootfsGeneration: 2 });
+    podd = await running("seeded", "RootFSReset");
+    expect(await initContainers("seeded")).toEqual([]);
+    expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
+    expect(await installed(podd)).toBe("");
+    // The seed has none of what the box installed: each clone is its own.
+    expect(await podd.sh("id -un; sudo -n id -un", "user")).toBe("user\nroot\n");
+
+    await h.readyPool("seeded-pool", "seeded", 1, 120_000);
+    const [standby] = await kube.names(paths.pods(ns), "pod.cubeplex.ai/pool=seeded-pool");
+    expect(await initContainers(standby)).toEqual([]);
+    await h.createBox("seeded-claim", { warmPoolRef: "seeded-pool" });
+    const claimed = await running("seeded-claim", "WarmPoolClaimed");
+    expect(await installed(claimed)).toBe("");
+    await kube.mergePatch(paths.podwarmpools(ns, "seeded-pool"), { spec: { replicas: 0 } });
+
+    await kube.mergePatch(paths.podtemplates(ns, "seeded"), {
+      spec: { rootfs: { seed: false } },
+    });
+    await kube.waitForItems(seeds(), items => items.length === 0, 60_000);
+    // The boxes cloned from it keep their own volumes.
+    expect(await installed(claimed)).toBe("");
+    expect(await read(podd, WORKSPACE_FILE)).toBe("in the workspace");
+  });
+});
+
 const volumesDir = `${process.env.CUBEPOD_CLUSTER_DIR ?? `${__dirname}/../../.cluster`}/real-node/volumes`;
 
 /** The PersistentVolumes bound to a volume key's PVCs (its rootfs or workspace only, if given). */

@@ -158,6 +158,21 @@ describe("only the operator's own Pods and volumes count (provenance)", () => {
     expect((await admin.get(paths.podwarmpools(ns, "pool"))).body.spec.replicas).toBe(1);
   });
 
+  it("refuses a PVC that claims to be a template's filled seed", async () => {
+    const seed = {
+      metadata: {
+        name: "fake-seed",
+        labels: {
+          "pod.cubeplex.ai/seed-of": "plain",
+          "pod.cubeplex.ai/seed": "0123456789",
+          "pod.cubeplex.ai/seed-filled": "true",
+        },
+      },
+      spec: { accessModes: ["ReadWriteOnce"], resources: { requests: { storage: "1Gi" } } },
+    };
+    refused(await editor().create(paths.pvcs(ns), seed), "label pod.cubeplex.ai/seed");
+  });
+
   it("refuses a Pod that claims to be a box's, and the box keeps its own Pod", async () => {
     const r = await editor().create(
       paths.pods(ns),

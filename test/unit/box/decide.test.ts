@@ -834,6 +834,88 @@ describe("decideBox: a rootfs volume that holds podd starts its next Pod without
   });
 });
 
+describe("decideBox: a new rootfs is cloned from the template's filled seed", () => {
+  const seeded = { ...template({ volumeMode: "Filesystem" }), seed: { pvcName: "python-seed-k" } };
+  const injector = seeded.spec.poddInjectorImage;
+  const created = (p: ReturnType<typeof decideBox>, kind: "createPVC" | "createPod") =>
+    p.actions.flatMap(a =>
+      a.type === kind ? [a.type === "createPVC" ? a.pvc.metadata! : a.pod.metadata!] : [],
+    );
+  const createdRootfs = (p: ReturnType<typeof decideBox>) =>
+    p.actions.flatMap(a =>
+      a.type === "createPVC" && a.pvc.metadata?.name?.includes("-rootfs-") ? [a.pvc] : [],
+    );
+
+  it("a first start clones the seed and starts a Pod that brings nothing", () => {
+    const p = decideBox(obs({ template: seeded }));
+    expect(types(p)).toEqual([
+      "createPVC box-workspace",
+      "createPVC box-rootfs-g1",
+      "createPod box",
+    ]);
+    const [rootfs] = createdRootfs(p);
+    expect(rootfs.spec?.dataSource).toEqual({
+      kind: "PersistentVolumeClaim",
+      name: "python-seed-k",
+    });
+    expect(rootfs.metadata?.labels?.["pod.cubeplex.ai/rootfs-podd"]).toMatch(/^[0-9a-f]{10}$/);
+    const [pod] = created(p, "createPod");
+    expect(pod.labels?.["pod.cubeplex.ai/rootfs-podd"]).toBe(
+      rootfs.metadata?.labels?.["pod.cubeplex.ai/rootfs-podd"],
+    );
+    expect(p.status.rootfsPoddImage).toBe(injector);
+  });
+
+  it("the next pass reads the seeded volume's podd from the PVC, whatever the index says", () => {
+    const hash = createdRootfs(decideBox(obs({ template: seeded })))[0].metadata!.labels![
+      "pod.cubeplex.ai/rootfs-podd"
+    ];
+    const volumes = [pvc("box-workspace"), pvc("box-rootfs-g1", { rootfsPodd: hash })];
+    const p = decideBox(obs({ template: template({ volumeMode: "Filesystem" }), pvcs: volumes }));
+    expect(types(p)).toEqual(["createPod box"]);
+    expect(created(p, "createPod")[0].labels?.["pod.cubeplex.ai/rootfs-podd"]).toBe(hash);
+    // A volume whose podd is another injector's is filled by the Pod as any other.
+    const other = [pvc("box-workspace"), pvc("box-rootfs-g1", { rootfsPodd: "0123456789" })];
+    const q = decideBox(obs({ template: seeded, pvcs: other }));
+    expect(created(q, "createPod")[0].labels?.["pod.cubeplex.ai/rootfs-podd"]).toBeUndefined();
+  });
+
+  it("a volume made before the seed was filled is filled by its own Pod", () => {
+    const p = decideBox(obs({ template: seeded, pvcs: VOLUMES }));
+    expect(created(p, "createPod")[0].labels?.["pod.cubeplex.ai/rootfs-podd"]).toBeUndefined();
+  });
+
+  it("a reset clones the seed; a fork's first volumes are its parent's, not the seed", () => {
+    const reset = decideBox(
+      obs({ template: seeded, spec: { rootfsGeneration: 2 }, status: running(), pvcs: VOLUMES }),
+    );
+    expect(createdRootfs(reset)[0].spec?.dataSource?.name).toBe("python-seed-k");
+    const parent = {
+      state: "ready" as const,
+      rootfsPVCName: "p-rootfs-g1",
+      workspacePVCName: "p-ws",
+    };
+    const fork = decideBox(obs({ template: seeded, spec: { forkFrom: "parent" }, parent }));
+    expect(createdRootfs(fork)[0].spec?.dataSource?.name).toBe("p-rootfs-g1");
+    expect(fork.status.rootfsPoddImage).toBeUndefined();
+  });
+
+  it("after a seeded Pod failed to start, the record wins: the next Pod brings podd", () => {
+    const hash = createdRootfs(decideBox(obs({ template: seeded })))[0].metadata!.labels![
+      "pod.cubeplex.ai/rootfs-podd"
+    ];
+    const volumes = [pvc("box-workspace"), pvc("box-rootfs-g1", { rootfsPodd: hash })];
+    const forgot: PodBoxStatus = {
+      phase: "Pending",
+      reason: "Started",
+      rootfsPVCName: "box-rootfs-g1",
+      workspacePVCName: "box-workspace",
+    };
+    const p = decideBox(obs({ template: seeded, status: forgot, pvcs: volumes }));
+    expect(created(p, "createPod")[0].labels?.["pod.cubeplex.ai/rootfs-podd"]).toBeUndefined();
+  });
+});
+
 describe("decideBox: Terminated and deletion", () => {
   const retain = { volumeReclaimPolicy: "Retain" };
 
