@@ -98,7 +98,15 @@ export function blockModeRule(
 /** Validates a PodWarmPool's spec. */
 export function validatePodWarmPool(spec: unknown): Verdict<PodWarmPoolSpec> {
   const parsed = parseWithMessages(podWarmPoolSpecSchema, spec);
-  return parsed.ok ? { ok: true, spec: parsed.value } : parsed;
+  if (!parsed.ok) return parsed;
+  const s = parsed.value;
+  const max = s.autoscale?.maxReplicas;
+  return verdict(
+    s,
+    max !== undefined && max < s.replicas
+      ? [`spec.autoscale.maxReplicas: must be >= spec.replicas, the floor (${max} < ${s.replicas})`]
+      : [],
+  );
 }
 
 /** What the PodBox rules need to know besides the box itself. */

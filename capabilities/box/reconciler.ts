@@ -53,7 +53,7 @@ export type BoxReconcilerDeps = ActionContext & {
   /** The time observations and claimed statuses are stamped with. */
   clock: () => Date;
   claims: WarmClaims;
-  pools: Pick<PoolReconciler, "templateOf" | "replenishSoon">;
+  pools: Pick<PoolReconciler, "templateOf" | "replenishSoon" | "asked">;
   events: BoxEventRecorder;
   /** The templates' filled seeds, which new rootfs volumes are cloned from. */
   seeds?: SeedIndex;
@@ -313,6 +313,7 @@ export class BoxReconciler {
       await this.#writes.during(key, () => writeBoxStatus(client, box, status));
       return s;
     });
+    pools.asked(poolKey);
     pools.replenishSoon(poolKey);
     if (!standby) return false;
     claimDuration.observe((performance.now() - since) / 1000);

@@ -42,6 +42,8 @@ export type PoolObservation = {
   template?: TemplateRef;
   templateHash?: string;
   standbys: ObservedStandby[];
+  /** An autoscaling pool's target (demand.ts); else `spec.replicas`. */
+  desiredReplicas?: number;
   /**
    * Names to give new standbys (the shell makes them unique): as many as one reconcile may
    * create, at most {@link STANDBY_CREATE_BATCH}.
@@ -72,7 +74,8 @@ const isReady = (s: ObservedStandby) =>
 const isLive = (s: ObservedStandby) => !s.pod?.deleting && s.pvcs.every(p => !p.deleting);
 
 /**
- * Decides what a warm pool needs: standbys created up to `spec.replicas`, excess ones removed
+ * Decides what a warm pool needs: standbys created up to its target (`spec.replicas`, or what an
+ * autoscaling pool's demand asks for), excess ones removed
  * (unready first), stale ones (another template hash) replaced one at a time, a new one first, so
  * that the pool never empties at once. A standby's PVCs are owned by its Pod as well as by the
  * pool (`podOwnerRef`, owner.ts). A standby that lost its Pod is removed, never given a new Pod:
@@ -80,8 +83,7 @@ const isLive = (s: ObservedStandby) => !s.pod?.deleting && s.pvcs.every(p => !p.
  * that box wrote must not reach the next one. Pure.
  */
 export function decidePool(o: PoolObservation): PoolPlan {
-  const { pool } = o;
-  const desired = pool.spec.replicas;
+  const desired = desiredOf(o);
   const actions: ObjectAction[] = [];
   const live = o.standbys.filter(isLive);
   const current = live.filter(
@@ -166,6 +168,9 @@ export function decidePool(o: PoolObservation): PoolPlan {
   return { actions, status, ...(more ? { requeueAfterMs: 0 } : {}) };
 }
 
+/** The standbys the pool keeps now. */
+const desiredOf = (o: PoolObservation) => o.desiredReplicas ?? o.pool.spec.replicas;
+
 /** The controller ownerReference of a pool's standbys. */
 export function poolOwner(o: PoolObservation): Owner {
   return poolOwnerRef(o.pool.name, o.pool.uid);
@@ -193,7 +198,7 @@ function poolStatus(
   ready: number,
   updated: number,
 ): PodWarmPoolStatus {
-  const desired = o.pool.spec.replicas;
+  const desired = desiredOf(o);
   const prev = o.pool.status ?? {};
   const ok = Boolean(o.template) && ready >= desired;
   const reason = !o.template ? "TemplateNotFound" : ok ? "PoolReady" : "Replenishing";
@@ -203,6 +208,7 @@ function poolStatus(
   const condition = readyCondition(prev.conditions, ok, o.pool.generation, o.now, reason, message);
   return {
     replicas: Math.max(0, replicas),
+    desiredReplicas: desired,
     readyReplicas: ready,
     updatedReplicas: updated,
     observedGeneration: o.pool.generation,

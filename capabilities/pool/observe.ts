@@ -98,7 +98,12 @@ export async function observePool(
     templateHash: hash,
     standbys: [...standbys.values()],
     freshNames: Array.from(
-      { length: Math.min(spec.replicas + MAX_SURGE, STANDBY_CREATE_BATCH) },
+      {
+        length: Math.min(
+          Math.max(spec.replicas, spec.autoscale?.maxReplicas ?? 0) + MAX_SURGE,
+          STANDBY_CREATE_BATCH,
+        ),
+      },
       () => `${name}-${randomBytes(3).toString("hex")}`,
     ),
     now: kubeTime(now),

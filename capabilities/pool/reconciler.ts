@@ -13,8 +13,9 @@ import type { WorkQueue, WorkResult } from "../kit/work-queue";
 import { WriteEchoes } from "../kit/write-echoes";
 import { LABEL_POOL } from "../manifests/labels";
 import { reconcileDuration } from "../metrics/registry";
-import { decidePool, failedPoolStatus } from "./decide";
+import { decidePool, failedPoolStatus, type PoolObservation } from "./decide";
 import { observePool } from "./observe";
+import { demandTarget, HeldTarget, PoolDemand } from "./demand";
 import type { SeedIndex } from "../seed/seed-index";
 
 /** The longest a pool's write waits for claims in flight to end. */
@@ -40,6 +41,9 @@ export class PoolReconciler {
   readonly #writes = new WriteEchoes();
   /** The current template of each pool and its hash: claims prefer standbys that are not stale. */
   readonly #templates = new Map<string, PoolTemplate & { hash: string }>();
+  /** What boxes asked each pool for, and each autoscaling pool's target. */
+  readonly #demand = new PoolDemand();
+  readonly #targets = new Map<string, HeldTarget>();
 
   constructor(private readonly deps: PoolReconcilerDeps) {}
 
@@ -60,6 +64,11 @@ export class PoolReconciler {
     if (pool) this.replenishSoon(objectKey(pod.metadata!.namespace!, pool));
   }
 
+  /** A box asked the pool for a standby: an autoscaling pool follows such asks. */
+  asked(poolKey: string): void {
+    this.#demand.record(poolKey, this.deps.clock().getTime());
+  }
+
   /** Asks for a reconcile now (its template changed). */
   reconcileSoon(poolKey: string): void {
     this.deps.queue.add(poolKey);
@@ -77,6 +86,32 @@ export class PoolReconciler {
     this.deps.queue.addWhenQuiet(poolKey, quietMs, maxDelayMs);
   }
 
+  /**
+   * An autoscaling pool's target from the asks of its window ({@link demandTarget}), set on the
+   * observation; when to look again while it is above the floor.
+   */
+  #followDemand(key: string, o: PoolObservation): number | undefined {
+    const { autoscale, replicas } = o.pool.spec;
+    if (!autoscale) {
+      this.#targets.delete(key);
+      return undefined;
+    }
+    const nowMs = this.deps.clock().getTime();
+    const windowMs = autoscale.windowSeconds * 1000;
+    const { held, recheckInMs } = demandTarget({
+      floor: replicas,
+      ceiling: autoscale.maxReplicas,
+      asks: this.#demand.since(key, nowMs - windowMs),
+      standbys: o.standbys.length,
+      nowMs,
+      windowMs,
+      held: this.#targets.get(key),
+    });
+    this.#targets.set(key, held);
+    o.desiredReplicas = held.target;
+    return recheckInMs;
+  }
+
   /** One reconcile of a pool: observe, decide, apply, write the status when it changed. */
   async reconcile(key: string): Promise<WorkResult> {
     const { client, claims } = this.deps;
@@ -85,6 +120,8 @@ export class PoolReconciler {
     if (!pool || pool.metadata?.deletionTimestamp) {
       this.#templates.delete(key);
       this.#writes.forget(key);
+      this.#demand.forget(key);
+      this.#targets.delete(key);
       return;
     }
     const end = reconcileDuration.startTimer({ kind: "PodWarmPool" });
@@ -94,6 +131,7 @@ export class PoolReconciler {
         const { name, spec } = o.template;
         this.#templates.set(key, { hash: o.templateHash, name, envdPort: spec.envdPort });
       }
+      const recheckInMs = this.#followDemand(key, o);
       const plan = decidePool(o);
       const writeStatus = (status: PodWarmPoolStatus) =>
         this.#writes.during(key, () =>
@@ -115,9 +153,8 @@ export class PoolReconciler {
         throw e;
       }
       await writeStatus(plan.status);
-      return plan.requeueAfterMs !== undefined
-        ? { requeueAfterMs: plan.requeueAfterMs }
-        : undefined;
+      const after = Math.min(plan.requeueAfterMs ?? Infinity, recheckInMs ?? Infinity);
+      return after !== Infinity ? { requeueAfterMs: after } : undefined;
     } finally {
       end();
     }

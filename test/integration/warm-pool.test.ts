@@ -325,6 +325,39 @@ describe("PodWarmPool, observed in the API server", () => {
     }
   });
 
+  it("an autoscaling pool keeps a standby per recent claim, and falls back to its floor after a quiet window", async () => {
+    await kube.mustCreate(paths.podwarmpools(ns), {
+      apiVersion: "pod.cubeplex.ai/v1alpha1",
+      kind: "PodWarmPool",
+      metadata: { name: "auto" },
+      spec: {
+        templateRef: "python",
+        replicas: 1,
+        autoscale: { maxReplicas: 3, windowSeconds: 10 },
+      },
+    });
+    await poolAt("auto", 1);
+    // Four boxes ask: the target follows them up to the ceiling, and the pool refills to it.
+    for (const name of ["auto-a", "auto-b", "auto-c", "auto-d"]) {
+      await h.createBox(name, { warmPoolRef: "auto" });
+      await h.waitPhase(name, "Running");
+    }
+    const busy = await poolAt("auto", 3);
+    expect(busy.status.desiredReplicas).toBe(3);
+    expect(busy.spec.replicas).toBe(1);
+    // No claim for a whole window: back to the floor, with no event to bring it.
+    const quiet = await poolAt("auto", 1, 60_000);
+    expect(quiet.status.desiredReplicas).toBe(1);
+    for (let i = 0; i < 100 && (await standbys("auto")).length !== 1; i++)
+      await new Promise(r => setTimeout(r, 200));
+    expect(await standbys("auto")).toHaveLength(1);
+    const refused = await kube.mergePatch(paths.podwarmpools(ns, "auto"), {
+      spec: { replicas: 5 },
+    });
+    expect(refused.status).toBe(422);
+    expect(refused.body.message).toContain("spec.autoscale.maxReplicas: must be >= spec.replicas");
+  });
+
   it("an empty pool falls back to a cold start", async () => {
     await createPool("empty", 0);
     await h.createBox("cold", { warmPoolRef: "empty" });
