@@ -110,9 +110,12 @@ export async function observeBox(
 
 /**
  * The box's own Pods: those with its label and the box as controller (a Pod carrying its label
- * but another controller is not its Pod). A box that claimed a standby also looks among its
- * pool's Pods when its label finds none: the claim's finish relabels the Pod, and until then
- * (or, after a restart, until the next reconcile) it still carries its pool's labels.
+ * but another controller is not its Pod). A box that claimed a standby also looks for it when
+ * its label finds none: the claim's finish relabels the Pod, and until then (or, after a
+ * restart, until the next reconcile) it still carries its pool's labels. The claimed status
+ * names the standby, whose volume key is its name: a list of that one Pod rather than of the
+ * pool's every Pod, which a burst of claims would read once per box. With no name (a claim
+ * whose status was lost to a restart), the pool's Pods.
  */
 export async function podsOfBox(
   client: ApiClient,
@@ -126,6 +129,8 @@ export async function podsOfBox(
   const labelled = own(await list(`${LABEL_BOX}=${name}`));
   const pool = box.spec?.warmPoolRef;
   if (labelled.length > 0 || !pool) return labelled;
+  const claimed = box.status?.podName;
+  if (claimed && claimed !== name) return own(await list(`${LABEL_VOLUME_KEY}=${claimed}`));
   return own(await list(`${LABEL_POOL}=${pool}`));
 }
 
