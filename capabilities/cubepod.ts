@@ -116,8 +116,8 @@ watchEveryPhase(CubePod, () => {
   When(a.Pod)
     .IsCreatedOrUpdated()
     .WithLabel(LABEL_SEED_OF)
-    .Watch(pod => {
-      operator.seeds.onPodEvent(pod);
+    .Watch((pod, phase) => {
+      operator.seeds.onPodEvent(pod, phase === DELETED);
       keepMetadata(pod);
     });
 

@@ -120,7 +120,7 @@ export class Operator {
     const namespace = tpl.metadata!.namespace!;
     const name = tpl.metadata!.name;
     this.network.reconcileSoon(namespace, name!);
-    this.seeds.reconcileSoon(namespace, name!);
+    this.seeds.onTemplateEvent(namespace, name!, tpl.spec);
     this.boxes.wake("PodTemplate", namespace, name!);
     const [boxes, pools] = await Promise.all([
       this.client.list<PodBox>(paths.podBoxes(namespace)),

@@ -13,34 +13,50 @@ export type SeedReconcilerDeps = ActionContext & { queue: WorkQueue };
 
 /**
  * Keeps each template's rootfs seed (`rootfs.seed`, decide.ts) and the index of filled seeds that
- * boxes and pools clone new rootfs volumes from. Reconciled on every event of the template, of
- * its seed PVCs and of their fill Pods; a template with no seed and none left costs no request
- * beyond its own events' reads.
+ * boxes and pools clone new rootfs volumes from. Reconciled on every event of its seed PVCs and
+ * fill Pods, and of a template that asks for a seed or has seed objects: a template with neither
+ * costs no request.
  */
 export class SeedReconciler {
   readonly index = new SeedIndex();
+  /** The seed PVCs and fill Pods the watches have shown, by namespace/template. */
+  readonly #objects = new Map<string, Set<string>>();
 
   constructor(private readonly deps: SeedReconcilerDeps) {}
 
-  /** A template appeared or changed: its seed follows. */
-  reconcileSoon(namespace: string, template: string): void {
-    this.deps.queue.add(objectKey(namespace, template));
+  /**
+   * A template appeared, changed or went: its seed follows, if it asks for one or has seed
+   * objects to remove. A seed object the watch shows later brings its template back itself.
+   */
+  onTemplateEvent(namespace: string, template: string, spec: unknown): void {
+    const asks = (spec as { rootfs?: { seed?: unknown } } | undefined)?.rootfs?.seed === true;
+    if (asks || this.#objects.has(objectKey(namespace, template))) {
+      this.deps.queue.add(objectKey(namespace, template));
+    }
   }
 
   /** A seed PVC changed or went: the index follows, and its template looks again. */
   onVolumeEvent(pvc: kind.PersistentVolumeClaim, deleted: boolean): void {
     this.index.observe(pvc, deleted);
-    this.#wakeTemplate(pvc);
+    this.#seen(pvc, "PersistentVolumeClaim", deleted);
   }
 
   /** A fill Pod changed or went: its template looks again. */
-  onPodEvent(pod: kind.Pod): void {
-    this.#wakeTemplate(pod);
+  onPodEvent(pod: kind.Pod, deleted: boolean): void {
+    this.#seen(pod, "Pod", deleted);
   }
 
-  #wakeTemplate(obj: kind.Pod | kind.PersistentVolumeClaim): void {
+  #seen(obj: kind.Pod | kind.PersistentVolumeClaim, kind: string, deleted: boolean): void {
     const template = obj.metadata?.labels?.[LABEL_SEED_OF];
-    if (template) this.reconcileSoon(obj.metadata!.namespace!, template);
+    if (!template) return;
+    const key = objectKey(obj.metadata!.namespace!, template);
+    const objects = this.#objects.get(key) ?? new Set<string>();
+    const name = `${kind}/${obj.metadata!.name}`;
+    if (deleted) objects.delete(name);
+    else objects.add(name);
+    if (objects.size > 0) this.#objects.set(key, objects);
+    else this.#objects.delete(key);
+    this.deps.queue.add(key);
   }
 
   /** One reconcile of a template's seed: observe, decide, apply in order. */

@@ -1,6 +1,9 @@
 import type { kind } from "pepr";
 import { decideSeed, SeedObservation } from "../../../capabilities/seed/decide";
 import { SeedIndex } from "../../../capabilities/seed/seed-index";
+import { SeedReconciler } from "../../../capabilities/seed/reconciler";
+import { WorkQueue } from "../../../capabilities/kit/work-queue";
+import { Failpoints } from "../../../capabilities/kit/failpoint";
 import { buildSeed, seedKey, seedName, seedsRootfs } from "../../../capabilities/manifests/seed";
 import { buildStandby } from "../../../capabilities/manifests/standby";
 import { templateHash } from "../../../capabilities/manifests/template-hash";
@@ -284,5 +287,57 @@ describe("a pool's standby on a filled seed", () => {
     });
     expect(plain.rootfs.spec?.dataSource).toBeUndefined();
     expect(plain.pod.metadata?.labels?.["pod.cubeplex.ai/rootfs-podd"]).toBeUndefined();
+  });
+});
+
+describe("SeedReconciler: which template events cost a reconcile", () => {
+  const setup = () => {
+    const keys: string[] = [];
+    const queue = new WorkQueue(async key => void keys.push(key), {
+      concurrency: 1,
+      baseDelayMs: 10,
+      maxDelayMs: 10,
+    });
+    const seeds = new SeedReconciler({
+      client: undefined as never,
+      failpoints: new Failpoints(undefined),
+      queue,
+    });
+    const settle = () => new Promise(r => setTimeout(r, 20));
+    return { keys, seeds, settle };
+  };
+  const object = (name: string) =>
+    ({
+      metadata: { namespace: "ns", name, labels: { "pod.cubeplex.ai/seed-of": "python" } },
+    }) as kind.Pod;
+
+  it("a template that asks for no seed and has none costs nothing", async () => {
+    const { keys, seeds, settle } = setup();
+    seeds.onTemplateEvent("ns", "python", { volumeMode: "Filesystem" });
+    seeds.onTemplateEvent("ns", "python", undefined);
+    await settle();
+    expect(keys).toEqual([]);
+  });
+
+  it("one that asks, or has seed objects left to remove, is reconciled", async () => {
+    const { keys, seeds, settle } = setup();
+    const reconciled = async (event: () => void) => {
+      keys.length = 0;
+      event();
+      await settle();
+      return keys.length > 0 && keys.every(k => k === "ns/python");
+    };
+    expect(
+      await reconciled(() => seeds.onTemplateEvent("ns", "python", { rootfs: { seed: true } })),
+    ).toBe(true);
+    const pvc = object(NAME) as unknown as kind.PersistentVolumeClaim;
+    expect(await reconciled(() => seeds.onPodEvent(object(NAME), false))).toBe(true);
+    expect(await reconciled(() => seeds.onVolumeEvent(pvc, false))).toBe(true);
+    expect(await reconciled(() => seeds.onTemplateEvent("ns", "python", {}))).toBe(true);
+    expect(await reconciled(() => seeds.onPodEvent(object(NAME), true))).toBe(true);
+    expect(await reconciled(() => seeds.onTemplateEvent("ns", "python", {}))).toBe(true);
+    expect(await reconciled(() => seeds.onVolumeEvent(pvc, true))).toBe(true);
+    // Its last seed object gone: nothing left to do for a template that asks for none.
+    expect(await reconciled(() => seeds.onTemplateEvent("ns", "python", {}))).toBe(false);
   });
 });
