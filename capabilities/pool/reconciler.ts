@@ -64,9 +64,12 @@ export class PoolReconciler {
     if (pool) this.replenishSoon(objectKey(pod.metadata!.namespace!, pool));
   }
 
-  /** A box asked the pool for a standby: an autoscaling pool follows such asks. */
+  /**
+   * A box asked the pool for a standby: an autoscaling pool follows such asks. Only those are
+   * kept (a pool's reconcile has set its target), as only their count prunes them.
+   */
   asked(poolKey: string): void {
-    this.#demand.record(poolKey, this.deps.clock().getTime());
+    if (this.#targets.has(poolKey)) this.#demand.record(poolKey, this.deps.clock().getTime());
   }
 
   /** Asks for a reconcile now (its template changed). */
