@@ -49,6 +49,20 @@ export type Config = {
    */
   vmRuntimeClasses: string[];
   failpoint?: Failpoint;
+  shards: ShardConfig;
+};
+
+/**
+ * How the watchers split the namespaces (capabilities/shard): one shard is one watcher with no
+ * leases; more, and each namespace belongs to the shard its name hashes to, served by whichever
+ * replica holds that shard's Lease.
+ */
+export type ShardConfig = {
+  count: number;
+  /** How long a shard's Lease lasts unrenewed before another replica may take it. */
+  leaseSeconds: number;
+  /** The namespace of the shards' Leases: the module's own. */
+  namespace: string;
 };
 
 /** How sandboxes are isolated on the network (capabilities/network). */
@@ -159,6 +173,20 @@ const INTS = {
     min: 10,
     doc: "the reaper's period (Pepr refuses less than 10)",
   },
+  shards: {
+    variable: "CUBEPOD_SHARDS",
+    default: 1,
+    min: 1,
+    max: 64,
+    doc: "watcher shards; each namespace is served by the replica holding its shard's Lease (the chart sets it from `watcher.replicas`)",
+  },
+  shardLeaseSeconds: {
+    variable: "CUBEPOD_SHARD_LEASE_SECONDS",
+    default: 15,
+    min: 3,
+    max: 300,
+    doc: "how long a shard's Lease lasts unrenewed; a dead replica's namespaces move to a live one after it",
+  },
   metricsPort: {
     variable: "CUBEPOD_METRICS_PORT",
     default: 8081,
@@ -175,6 +203,7 @@ const CLUSTER_NETWORKS = "CUBEPOD_CLUSTER_NETWORKS";
 const GATEWAY_NAMESPACE = "CUBEPOD_GATEWAY_NAMESPACE";
 const NETWORK_POLICY = "CUBEPOD_NETWORK_POLICY";
 const VM_RUNTIME_CLASSES = "CUBEPOD_VM_RUNTIME_CLASSES";
+const SHARD_NAMESPACE = "CUBEPOD_SHARD_NAMESPACE";
 
 /** The settings as documented: every variable the module reads, with its default. */
 export const SETTINGS: Setting[] = [
@@ -204,6 +233,11 @@ export const SETTINGS: Setting[] = [
     variable: GATEWAY_NAMESPACE,
     default: "pepr-system",
     description: "the namespace of the gateway Pods, the only Pods sandboxes take traffic from",
+  },
+  {
+    variable: SHARD_NAMESPACE,
+    default: "pepr-system",
+    description: "the namespace of the shards' Leases (used only with more than one shard)",
   },
   {
     variable: NETWORK_POLICY,
@@ -284,12 +318,25 @@ export function loadConfig(env: Env = process.env): Config {
       env[METRICS_HOST]?.trim() || (env.KUBERNETES_SERVICE_HOST ? "0.0.0.0" : "127.0.0.1"),
     controlPublicKey: parseControlKey(env[CONTROL_PUBLIC_KEY]?.trim(), problems),
     network: {
-      gatewayNamespace: parseNamespace(env[GATEWAY_NAMESPACE]?.trim() || "pepr-system", problems),
+      gatewayNamespace: parseNamespace(
+        GATEWAY_NAMESPACE,
+        env[GATEWAY_NAMESPACE]?.trim() || "pepr-system",
+        problems,
+      ),
       clusterNetworks: parseCIDRs(env[CLUSTER_NETWORKS]?.trim(), problems),
       policyEnforced: parseEnforcement(env[NETWORK_POLICY]?.trim(), problems),
     },
     vmRuntimeClasses: parseRuntimeClasses(env[VM_RUNTIME_CLASSES]?.trim(), problems),
     failpoint: parseFailpoint(env[FAILPOINT]?.trim(), problems),
+    shards: {
+      count: v.shards,
+      leaseSeconds: v.shardLeaseSeconds,
+      namespace: parseNamespace(
+        SHARD_NAMESPACE,
+        env[SHARD_NAMESPACE]?.trim() || "pepr-system",
+        problems,
+      ),
+    },
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
@@ -304,9 +351,9 @@ function parseControlKey(raw: string | undefined, problems: string[]): string | 
   return raw;
 }
 
-function parseNamespace(raw: string, problems: string[]): string {
+function parseNamespace(variable: string, raw: string, problems: string[]): string {
   if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(raw)) {
-    problems.push(`${GATEWAY_NAMESPACE}: expected a namespace name, got ${JSON.stringify(raw)}`);
+    problems.push(`${variable}: expected a namespace name, got ${JSON.stringify(raw)}`);
   }
   return raw;
 }

@@ -48,35 +48,53 @@ export class Operator {
   readonly #queues: Record<"PodBox" | "PodWarmPool" | "PodTemplate", WorkQueue>;
   readonly #watch = { connected: false, detail: "not started" };
 
+  /**
+   * @param active whether this operator still serves its objects: a shard's operator stops when
+   *   its replica loses the shard, and its queued and delayed keys then run to nothing.
+   */
   constructor(
     readonly config: Config,
     client = new ApiClient(config.apiTimeoutMs, defaultCredentials),
     clock: () => Date = () => new Date(),
+    active: () => boolean = () => true,
   ) {
     this.client = client;
+    const serving =
+      <T>(worker: (key: string) => Promise<T>) =>
+      async (key: string): Promise<T | undefined> =>
+        active() ? worker(key) : undefined;
     this.#failpoints = new Failpoints(config.failpoint);
     const failpoints = this.#failpoints;
     const activity = new ClaimActivity();
-    const seedQueue = new WorkQueue(key => this.seeds.reconcile(key), {
-      concurrency: 1,
-      baseDelayMs: 500,
-      maxDelayMs: 60_000,
-      onError: reportRetry("PodTemplate", "seed"),
-    });
+    const seedQueue = new WorkQueue(
+      serving(key => this.seeds.reconcile(key)),
+      {
+        concurrency: 1,
+        baseDelayMs: 500,
+        maxDelayMs: 60_000,
+        onError: reportRetry("PodTemplate", "seed"),
+      },
+    );
     this.seeds = new SeedReconciler({ client, failpoints, queue: seedQueue });
-    const poolQueue = new WorkQueue(key => this.pools.reconcile(key), {
-      concurrency: 2,
-      baseDelayMs: 500,
-      maxDelayMs: 30_000,
-      onError: reportRetry("PodWarmPool", "pool"),
-    });
-    const boxQueue = new WorkQueue(key => this.boxes.reconcile(key), {
-      concurrency: config.reconcileConcurrency,
-      urgentConcurrency: config.claimConcurrency,
-      baseDelayMs: 200,
-      maxDelayMs: 30_000,
-      onError: reportRetry("PodBox", "box"),
-    });
+    const poolQueue = new WorkQueue(
+      serving(key => this.pools.reconcile(key)),
+      {
+        concurrency: 2,
+        baseDelayMs: 500,
+        maxDelayMs: 30_000,
+        onError: reportRetry("PodWarmPool", "pool"),
+      },
+    );
+    const boxQueue = new WorkQueue(
+      serving(key => this.boxes.reconcile(key)),
+      {
+        concurrency: config.reconcileConcurrency,
+        urgentConcurrency: config.claimConcurrency,
+        baseDelayMs: 200,
+        maxDelayMs: 30_000,
+        onError: reportRetry("PodBox", "box"),
+      },
+    );
     this.pools = new PoolReconciler({
       client,
       failpoints,
@@ -98,12 +116,15 @@ export class Operator {
       seeds: this.seeds.index,
     });
     this.reaper = new Reaper(key => this.boxes.reconcileSoon(key));
-    const networkQueue = new WorkQueue(key => this.network.reconcile(key), {
-      concurrency: 2,
-      baseDelayMs: 500,
-      maxDelayMs: 60_000,
-      onError: reportRetry("PodTemplate", "network"),
-    });
+    const networkQueue = new WorkQueue(
+      serving(key => this.network.reconcile(key)),
+      {
+        concurrency: 2,
+        baseDelayMs: 500,
+        maxDelayMs: 60_000,
+        onError: reportRetry("PodTemplate", "network"),
+      },
+    );
     this.network = new NetworkReconciler({
       client,
       queue: networkQueue,
@@ -184,7 +205,7 @@ export class Operator {
     const { metricsPort, metricsHost } = this.config;
     startMetricsServer(
       () => this.health(),
-      () => this.#fillGauges(),
+      () => fillGauges([this]),
       metricsPort,
       metricsHost,
     );
@@ -214,18 +235,38 @@ export class Operator {
     }
   }
 
-  #fillGauges(): void {
-    const phases = this.reaper.boxes.phases();
-    activeSandboxes.set(phases.Running ?? 0);
-    pausedSandboxes.set(phases.Paused ?? 0);
-    warmPoolReady.reset();
-    for (const c of this.claims.standbys.counts()) {
+  /** The keys in each of its queues, by state. */
+  queueStats(): [string, Record<string, number>][] {
+    return Object.entries(this.#queues).map(([queue, q]) => [queue, q.stats()]);
+  }
+}
+
+/**
+ * Fills the gauges read from caches at scrape time, summed over the operators of this replica
+ * (one, or one per shard it holds).
+ */
+export function fillGauges(operators: Operator[]): void {
+  const phases: Record<string, number> = {};
+  const depth = new Map<string, Map<string, number>>();
+  warmPoolReady.reset();
+  for (const op of operators) {
+    for (const [phase, n] of Object.entries(op.reaper.boxes.phases())) {
+      phases[phase] = (phases[phase] ?? 0) + (n ?? 0);
+    }
+    for (const c of op.claims.standbys.counts()) {
       warmPoolReady.set({ namespace: c.namespace, pool: c.pool }, c.ready);
     }
-    for (const [queue, q] of Object.entries(this.#queues)) {
-      for (const [state, n] of Object.entries(q.stats())) workqueueDepth.set({ queue, state }, n);
+    for (const [queue, stats] of op.queueStats()) {
+      const d = depth.get(queue) ?? new Map<string, number>();
+      for (const [state, n] of Object.entries(stats)) d.set(state, (d.get(state) ?? 0) + n);
+      depth.set(queue, d);
     }
   }
+  activeSandboxes.set(phases.Running ?? 0);
+  pausedSandboxes.set(phases.Paused ?? 0);
+  workqueueDepth.reset();
+  for (const [queue, d] of depth)
+    for (const [state, n] of d) workqueueDepth.set({ queue, state }, n);
 }
 
 /** True in the process that runs watches and schedules (Pepr's watcher, or `pepr dev`). */

@@ -8,6 +8,8 @@
  *    added to both;
  *  - the gateway (gateway-deployment.ts), bundled by build-module.sh, is added to both, and the
  *    module's Deployments get the public key of its credentials for sandboxes' daemons;
+ *  - the Helm chart's watcher count is a value, `watcher.replicas`, which also sets its shards
+ *    (watcher-shards.ts);
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
  *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
  *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
@@ -22,12 +24,14 @@ import cfg from "../package.json";
 import {
   hardenWebhookConfiguration,
   isWebhookConfiguration,
+  shardLabelCondition,
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 import { addModuleEnv, addModuleEnvInChart } from "./module-env";
 import { PoddControl } from "../gateway/podd-control";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
+import { shardWatcherInChart } from "./watcher-shards";
 import {
   GATEWAY_VALUES,
   GATEWAY_VALUES_SCHEMA,
@@ -36,6 +40,8 @@ import {
 } from "./gateway-deployment";
 
 const dist = join(__dirname, "..", "dist");
+/** Where the chart's shard-label condition is templated (withShardLabelValue, helmTemplate). */
+const SHARD_LABEL_PLACEHOLDER = "CUBEPOD_SHARD_LABEL_CONDITION";
 const uuid = cfg.pepr.uuid;
 const name = `pepr-${uuid}`;
 const moduleYaml = join(dist, `pepr-module-${uuid}.yaml`);
@@ -85,7 +91,7 @@ addModuleEnvInChart(join(dist, `${uuid}-chart`), moduleEnv);
 for (const d of out.filter(isWebhookConfiguration)) {
   const path = join(chartTemplates, files[d.kind as string]);
   if (!existsSync(path)) continue;
-  writeFileSync(path, helmTemplate(stringify(d, { lineWidth: 0 })));
+  writeFileSync(path, helmTemplate(stringify(withShardLabelValue(d), { lineWidth: 0 })));
 }
 // Pepr writes the package description into Chart.yaml unquoted: ours has a ": " in it, which
 // makes the chart unloadable ("mapping values are not allowed in this context").
@@ -106,6 +112,10 @@ if (!scopeChartRbac(join(dist, `${uuid}-chart`))) {
 }
 if (!exposeMetricsInChart(join(dist, `${uuid}-chart`))) {
   console.error("postbuild: the Helm chart has no watcher template to expose :8081 in");
+  process.exit(1);
+}
+if (!shardWatcherInChart(join(dist, `${uuid}-chart`), name)) {
+  console.error("postbuild: the Helm chart's watcher is not as Pepr writes it: cannot shard it");
   process.exit(1);
 }
 console.log(
@@ -140,6 +150,21 @@ function addGatewayValues(chart: string): void {
   writeFileSync(schemaFile, `${JSON.stringify(schema, null, 2)}\n`);
 }
 
+/** The chart's shard-label condition follows `watcher.replicas` (webhook-policy.ts). */
+function withShardLabelValue(cfg: Record<string, unknown>): Record<string, unknown> {
+  type Hook = { matchConditions?: { name: string; expression: string }[] };
+  const name = shardLabelCondition(false).name;
+  return {
+    ...cfg,
+    webhooks: ((cfg.webhooks ?? []) as Hook[]).map(w => ({
+      ...w,
+      matchConditions: w.matchConditions?.map(c =>
+        c.name === name ? { name, expression: SHARD_LABEL_PLACEHOLDER } : c,
+      ),
+    })),
+  };
+}
+
 /** Templating by whole lines only, so that no value (the caBundle) can be hit by accident. */
 function helmTemplate(yaml: string): string {
   return yaml
@@ -150,6 +175,10 @@ function helmTemplate(yaml: string): string {
         .replace(
           new RegExp(`^(\\s*(?:- )?name: )${name}\\.pepr\\.dev$`),
           "$1{{ .Values.uuid }}.pepr.dev",
+        )
+        .replace(
+          new RegExp(`^(\\s*expression: )${SHARD_LABEL_PLACEHOLDER}$`),
+          `$1{{ if gt (int .Values.watcher.replicas) 1 }}${JSON.stringify(shardLabelCondition(true).expression)}{{ else }}${JSON.stringify(shardLabelCondition(false).expression)}{{ end }}`,
         )
         .replace(/^(\s*failurePolicy: )(Fail|Ignore)$/, "$1{{ .Values.admission.failurePolicy }}")
         .replace(/^(\s*timeoutSeconds: )\d+$/, "$1{{ .Values.admission.webhookTimeout }}")

@@ -1,5 +1,5 @@
 import { DNS_LABEL, GROUP, TIMESTAMP_SHAPE } from "../api/common";
-import { LABEL_TEMPLATE } from "../manifests/labels";
+import { LABEL_SHARD, LABEL_TEMPLATE } from "../manifests/labels";
 
 /**
  * Pepr 1.1.4 generates one webhook per configuration, with no objectSelector and, with
@@ -100,14 +100,40 @@ export const BOX_UPDATES_CHECKED_BY_SCHEMA = {
     `${TIMES_SHAPED} && ${SAFE_INT("rootfsGeneration")} && ${SAFE_INT("idleTimeoutSeconds")})`,
 };
 
-/** The match conditions every CubePod webhook gets, in order. */
+/** The validating webhook's match conditions, in order. */
 export const MATCH_CONDITIONS = [
   SANDBOX_PODS_ONLY,
   SPEC_CHANGES_ONLY,
   COMMON_BOX_CREATES_CHECKED_HERE,
   BOX_UPDATES_CHECKED_BY_SCHEMA,
 ];
-const OURS = MATCH_CONDITIONS.map(c => c.name);
+
+const LABELS = (o: string) => `${o}.metadata.labels`;
+const SHARD_OF = (o: string) =>
+  `has(${LABELS(o)}) && "${LABEL_SHARD}" in ${LABELS(o)} ? ${LABELS(o)}["${LABEL_SHARD}"] : ""`;
+
+/**
+ * The mutating webhook sees CubePod's kinds only to stamp their shard label, so only when the
+ * watchers are sharded: then on every create, and on an update that removes or changes the label
+ * (which it sets back). With one watcher, the API server never calls it for them.
+ */
+export function shardLabelCondition(sharded: boolean) {
+  return {
+    name: "cubepod-shard-label",
+    expression: sharded
+      ? `request.resource.group != "${GROUP}" || request.operation == "CREATE" || ` +
+        `(${SHARD_OF("object")}) == "" || (${SHARD_OF("object")}) != (${SHARD_OF("oldObject")})`
+      : `request.resource.group != "${GROUP}"`,
+  };
+}
+
+/** The match conditions of a webhook configuration of this kind, in order. */
+export function matchConditionsOf(kind: string | undefined, sharded: boolean) {
+  return kind === "MutatingWebhookConfiguration"
+    ? [SANDBOX_PODS_ONLY, shardLabelCondition(sharded)]
+    : MATCH_CONDITIONS;
+}
+const OURS = [...MATCH_CONDITIONS.map(c => c.name), shardLabelCondition(false).name];
 
 type Webhook = { name: string; matchConditions?: { name: string; expression: string }[] };
 type WebhookConfiguration = { kind?: string; webhooks?: Webhook[] };
@@ -119,21 +145,25 @@ export function isWebhookConfiguration(obj: { kind?: string } | null | undefined
   );
 }
 
-/** Returns the configuration with {@link MATCH_CONDITIONS} on every webhook (idempotent). */
-export function hardenWebhookConfiguration<T extends WebhookConfiguration>(cfg: T): T {
+/** Returns the configuration with its kind's match conditions on every webhook (idempotent). */
+export function hardenWebhookConfiguration<T extends WebhookConfiguration>(
+  cfg: T,
+  sharded = false,
+): T {
   return {
     ...cfg,
     webhooks: (cfg.webhooks ?? []).map(w => ({
       ...w,
       matchConditions: [
         ...(w.matchConditions ?? []).filter(c => !OURS.includes(c.name)),
-        ...MATCH_CONDITIONS,
+        ...matchConditionsOf(cfg.kind, sharded),
       ],
     })),
   };
 }
 
 /** A strategic-merge patch adding the match conditions to live webhooks with these names. */
-export function hardeningPatch(webhookNames: string[]) {
-  return { webhooks: webhookNames.map(name => ({ name, matchConditions: MATCH_CONDITIONS })) };
+export function hardeningPatch(webhookNames: string[], kind: string, sharded = false) {
+  const matchConditions = matchConditionsOf(kind, sharded);
+  return { webhooks: webhookNames.map(name => ({ name, matchConditions })) };
 }

@@ -74,3 +74,11 @@ export type VolumeRole = "rootfs" | "workspace";
  * webhook call on every create and update of a box.
  */
 export const FINALIZER = `${GROUP}/cleanup`;
+
+/**
+ * On every namespaced object a sharded watcher reads (CubePod's kinds, stamped at admission; the
+ * Pods, PVCs and NetworkPolicies the operator creates, stamped by its client): the shard of its
+ * namespace, as `<index>-of-<count>`. Each replica watches only the shards it holds; the count is
+ * in the value so that a change of it shows which objects still carry the old split.
+ */
+export const LABEL_SHARD = `${GROUP}/shard`;

@@ -94,6 +94,18 @@ export const reaperBoxes = new Gauge({
   help: "Boxes the last reaper pass looked at",
   registers: [registry],
 });
+export const shardHeld = new Gauge({
+  name: "cubepod_shard_held",
+  help: "1 for each shard this watcher replica holds (sharded watchers only)",
+  labelNames: ["shard", "replica"],
+  registers: [registry],
+});
+export const shardNamespaces = new Gauge({
+  name: "cubepod_shard_namespace",
+  help: "1 for each namespace with CubePod objects that this watcher replica serves, by shard",
+  labelNames: ["shard", "namespace"],
+  registers: [registry],
+});
 export const reconcileDuration = new Histogram({
   name: "cubepod_reconcile_duration_seconds",
   help: "Duration of one reconcile run",

@@ -8,6 +8,12 @@ import { execFileSync } from "node:child_process";
 import { hardeningPatch } from "../../capabilities/admission/webhook-policy";
 
 const name = "pepr-cubepod";
+// The dev module's own setting: with several shards its mutating webhook stamps CubePod's kinds.
+const sharded = Number(process.env.CUBEPOD_SHARDS ?? "1") > 1;
+const KINDS: Record<string, string> = {
+  mutatingwebhookconfiguration: "MutatingWebhookConfiguration",
+  validatingwebhookconfiguration: "ValidatingWebhookConfiguration",
+};
 const kinds = process.argv.slice(2);
 for (const kind of kinds.length
   ? kinds
@@ -23,7 +29,7 @@ for (const kind of kinds.length
     "--type=strategic",
     "--field-manager=cubepod-hardening",
     "-p",
-    JSON.stringify(hardeningPatch(names)),
+    JSON.stringify(hardeningPatch(names, KINDS[kind], sharded)),
   ]);
   console.log(`hardened ${kind}/${name}: ${names.join(", ")}`);
 }

@@ -26,9 +26,13 @@ const run = (cmd: string, args: string[], input?: string) =>
  * webhooks answering through their Service. The module then runs on the controller image built
  * for the node, as its own ServiceAccount with the chart's RBAC, told of the local networks and
  * of the cluster's NetworkPolicy enforcement and of its VM runtime (the stand-in) as an installer
- * tells it, by the chart's values.
+ * tells it, by the chart's values; `watcher` sets its replicas (and so its shards) and adds to
+ * its environment.
  */
-export async function deployModule(kube: Kube): Promise<void> {
+export async function deployModule(
+  kube: Kube,
+  watcher: { replicas?: number; env?: Record<string, string> } = {},
+): Promise<void> {
   const chart = join(ROOT, "dist", "cubepod-chart");
   if (!existsSync(chart)) execFileSync("bash", [join(ROOT, "hack", "build-module.sh")]);
   cluster("module", "stop");
@@ -40,13 +44,15 @@ export async function deployModule(kube: Kube): Promise<void> {
   const local = { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY, CUBEPOD_VM_RUNTIME_CLASSES };
   const env = (part: "admission" | "watcher") => [
     ...defaults[part].env,
-    ...Object.entries(local).map(([name, value]) => ({ name, value })),
+    ...Object.entries({ ...local, ...(part === "watcher" ? watcher.env : {}) }).map(
+      ([name, value]) => ({ name, value }),
+    ),
   ];
   writeFileSync(
     values,
     stringify({
       admission: { ...REAL_NODE_PLACEMENT, env: env("admission") },
-      watcher: { ...REAL_NODE_PLACEMENT, env: env("watcher") },
+      watcher: { ...REAL_NODE_PLACEMENT, env: env("watcher"), replicas: watcher.replicas ?? 1 },
       gateway: { ...REAL_NODE_PLACEMENT, replicas: 1 },
     }),
   );

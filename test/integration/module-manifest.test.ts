@@ -3,7 +3,10 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
-import { MATCH_CONDITIONS } from "../../capabilities/admission/webhook-policy";
+import {
+  matchConditionsOf,
+  shardLabelCondition,
+} from "../../capabilities/admission/webhook-policy";
 import { BIN_DIR, KUBECONFIG, ROOT } from "../../hack/lib/kube";
 import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
 
@@ -17,6 +20,10 @@ type Doc = Record<string, any>;
  * Creates the documents in a server-side dry run, under renamed copies so that the dry run
  * creates rather than merges into what pepr dev registered; returns kubectl's output.
  */
+/** A Deployment's first container's environment, by name. */
+const env = (d: Doc) =>
+  Object.fromEntries(d.spec.template.spec.containers[0].env.map((e: Doc) => [e.name, e.value]));
+
 function dryRun(docs: Doc[]): string {
   const renamed = docs
     .filter(d => d.kind !== "Namespace")
@@ -88,18 +95,15 @@ describe("the deployable module manifest (npm run build)", () => {
 
   it("sends the module only sandbox Pods, and fails closed for them", () => {
     const docs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS());
-    const webhooks = docs
-      .filter(
-        d =>
-          d.kind === "MutatingWebhookConfiguration" || d.kind === "ValidatingWebhookConfiguration",
-      )
-      .flatMap(d => d.webhooks);
-    expect(webhooks).toHaveLength(2);
-    for (const w of webhooks) {
-      expect(w.failurePolicy).toBe("Fail");
-      expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual(
-        MATCH_CONDITIONS.map(c => c.name),
-      );
+    const configs = docs.filter(
+      d => d.kind === "MutatingWebhookConfiguration" || d.kind === "ValidatingWebhookConfiguration",
+    );
+    expect(configs.flatMap(d => d.webhooks)).toHaveLength(2);
+    for (const d of configs) {
+      for (const w of d.webhooks) {
+        expect(w.failurePolicy).toBe("Fail");
+        expect(w.matchConditions).toEqual(matchConditionsOf(d.kind, false));
+      }
     }
   });
 });
@@ -140,11 +144,50 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     ]);
   });
 
+  it("shards the watcher by `watcher.replicas`: its count, the shard Leases' Role, stamping", () => {
+    const deployment = (rendered: Doc[], name: string) =>
+      rendered.find(d => d.kind === "Deployment" && d.metadata.name === name)!;
+    const shards = (rendered: Doc[], name: string) =>
+      env(deployment(rendered, name)).CUBEPOD_SHARDS;
+    const stamping = (rendered: Doc[]) =>
+      rendered
+        .find(d => d.kind === "MutatingWebhookConfiguration")!
+        .webhooks[0].matchConditions.find(
+          (c: { name: string }) => c.name === "cubepod-shard-label",
+        );
+    const one = docs();
+    expect(deployment(one, "pepr-cubepod-watcher").spec.replicas).toBe(1);
+    expect(shards(one, "pepr-cubepod-watcher")).toBe("1");
+    expect(shards(one, "pepr-cubepod")).toBe("1");
+    expect(one.find(d => d.kind === "Role" && d.metadata.name === "pepr-cubepod-shards")).toBe(
+      undefined,
+    );
+    expect(stamping(one)).toEqual(shardLabelCondition(false));
+
+    const three = docs("--set", "watcher.replicas=3");
+    expect(deployment(three, "pepr-cubepod-watcher").spec.replicas).toBe(3);
+    expect(shards(three, "pepr-cubepod-watcher")).toBe("3");
+    expect(shards(three, "pepr-cubepod")).toBe("3");
+    const role = three.find(d => d.kind === "Role" && d.metadata.name === "pepr-cubepod-shards")!;
+    expect(role.rules).toEqual([
+      {
+        apiGroups: ["coordination.k8s.io"],
+        resources: ["leases"],
+        verbs: ["get", "list", "create", "patch", "delete"],
+      },
+    ]);
+    expect(stamping(three)).toEqual(shardLabelCondition(true));
+    // The API server compiles the sharded condition.
+    expect(dryRun(three)).toContain(
+      "mutatingwebhookconfiguration.admissionregistration.k8s.io/pepr-cubepod-dryrun created (server dry run)",
+    );
+    expect(() => docs("--set", "watcher.replicas=0")).toThrow(/minimum/);
+    expect(() => docs("--set", "watcher.replicas=65")).toThrow(/maximum/);
+  });
+
   it("has the gateway, its replicas and domain from values, the same code as the module YAML", () => {
     const gateway = (rendered: Doc[]) =>
       rendered.find(d => d.kind === "Deployment" && d.metadata.name === GATEWAY_NAME)!;
-    const env = (d: Doc) =>
-      Object.fromEntries(d.spec.template.spec.containers[0].env.map((e: Doc) => [e.name, e.value]));
     expect(gateway(docs()).spec.replicas).toBe(2);
     const set = gateway(docs("--set", "gateway.replicas=3", "--set", "gateway.domain=sbx.example"));
     expect(set.spec.replicas).toBe(3);
@@ -158,14 +201,13 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
 
   it("is accepted by the API server, webhooks with their match conditions included", () => {
     const rendered = docs();
-    const webhooks = rendered.filter(
+    const configs = rendered.filter(
       d => d.kind === "MutatingWebhookConfiguration" || d.kind === "ValidatingWebhookConfiguration",
     );
-    expect(webhooks).toHaveLength(2);
-    for (const w of webhooks.flatMap(d => d.webhooks)) {
-      expect(w.matchConditions.map((c: { name: string }) => c.name)).toEqual(
-        MATCH_CONDITIONS.map(c => c.name),
-      );
+    expect(configs).toHaveLength(2);
+    for (const d of configs) {
+      for (const w of d.webhooks)
+        expect(w.matchConditions).toEqual(matchConditionsOf(d.kind, false));
     }
     const out = dryRun(rendered);
     expect(out).toContain("deployment.apps/pepr-cubepod-watcher-dryrun created (server dry run)");

@@ -25,6 +25,7 @@ describe("loadConfig", () => {
       reconcileConcurrency: 8,
       claimConcurrency: 16,
       replenish: { quietMs: 1000, maxDelayMs: 2000 },
+      shards: { count: 1, leaseSeconds: 15, namespace: "pepr-system" },
       apiTimeoutMs: 65_000,
       events: { quietMs: 100, maxDelayMs: 5000 },
       claimFinish: { quietMs: 100, maxDelayMs: 15_000 },
@@ -117,8 +118,21 @@ describe("loadConfig", () => {
     ["CUBEPOD_REAPER_INTERVAL_SECONDS", "5", 'expected an integer >= 10, got "5"'],
     ["CUBEPOD_METRICS_PORT", "70000", 'expected an integer from 1 to 65535, got "70000"'],
     ["CUBEPOD_EVENT_QUIET_MS", "NaN", 'expected an integer >= 0, got "NaN"'],
+    ["CUBEPOD_SHARDS", "0", 'expected an integer from 1 to 64, got "0"'],
+    ["CUBEPOD_SHARDS", "65", 'expected an integer from 1 to 64, got "65"'],
+    ["CUBEPOD_SHARD_LEASE_SECONDS", "2", 'expected an integer from 3 to 300, got "2"'],
+    ["CUBEPOD_SHARD_NAMESPACE", "Pepr_System", 'expected a namespace name, got "Pepr_System"'],
   ])("refuses %s=%s, naming the variable", (variable, value, message) => {
     expect(problemsOf({ [variable]: value })).toEqual([`${variable}: ${message}`]);
+  });
+
+  it("reads the shards' count, Lease duration and namespace", () => {
+    const env = {
+      CUBEPOD_SHARDS: "3",
+      CUBEPOD_SHARD_LEASE_SECONDS: "6",
+      CUBEPOD_SHARD_NAMESPACE: "cubepod",
+    };
+    expect(loadConfig(env).shards).toEqual({ count: 3, leaseSeconds: 6, namespace: "cubepod" });
   });
 
   it("refuses a maximum delay below its quiet time", () => {

@@ -9,6 +9,7 @@ import {
   MATCH_CONDITIONS,
   SANDBOX_PODS_ONLY,
   SCHEMA_CHECKED_BOX_FIELDS,
+  shardLabelCondition,
   SPEC_CHANGES_ONLY,
   TIME_FIELDS,
 } from "../../../capabilities/admission/webhook-policy";
@@ -16,9 +17,25 @@ import { timestamp, TIMESTAMP_SHAPE } from "../../../capabilities/api/common";
 
 describe("hardenWebhookConfiguration", () => {
   const cfg = {
-    kind: "MutatingWebhookConfiguration",
+    kind: "ValidatingWebhookConfiguration",
     webhooks: [{ name: "pepr-cubepod.pepr.dev", failurePolicy: "Fail" }],
   };
+
+  it("gives the mutating webhook CubePod's kinds only to stamp shard labels when sharded", () => {
+    const mutating = { ...cfg, kind: "MutatingWebhookConfiguration" };
+    type Hooked = { webhooks: { matchConditions?: { name: string; expression: string }[] }[] };
+    const conditions = (c: object) => (c as Hooked).webhooks[0].matchConditions!;
+    expect(conditions(hardenWebhookConfiguration(mutating))).toEqual([
+      SANDBOX_PODS_ONLY,
+      { name: "cubepod-shard-label", expression: 'request.resource.group != "pod.cubeplex.ai"' },
+    ]);
+    const sharded = conditions(hardenWebhookConfiguration(mutating, true));
+    expect(sharded).toEqual([SANDBOX_PODS_ONLY, shardLabelCondition(true)]);
+    expect(sharded[1].expression).toContain('request.operation == "CREATE"');
+    expect(hardenWebhookConfiguration(hardenWebhookConfiguration(mutating, true))).toEqual(
+      hardenWebhookConfiguration(mutating),
+    );
+  });
 
   it("adds the CubePod match conditions to every webhook, once", () => {
     const once = hardenWebhookConfiguration(cfg);
@@ -106,7 +123,7 @@ describe("hardenWebhookConfiguration", () => {
   });
 
   it("builds the live patch and recognises webhook configurations", () => {
-    expect(hardeningPatch(["a"])).toEqual({
+    expect(hardeningPatch(["a"], "ValidatingWebhookConfiguration")).toEqual({
       webhooks: [{ name: "a", matchConditions: MATCH_CONDITIONS }],
     });
     expect(isWebhookConfiguration({ kind: "ValidatingWebhookConfiguration" })).toBe(true);

@@ -1,0 +1,278 @@
+import { readdirSync, readFileSync } from "node:fs";
+import { auditEvents } from "../../hack/lib/audit";
+import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { podTemplate } from "../../hack/lib/objects";
+import { shardName, shardOf } from "../../capabilities/shard/shard-of";
+import { deployModule, MODULE_NAMESPACE, undeployModule } from "./deployed-module";
+import { inNamespace } from "./lifecycle-helpers";
+
+/*
+ * Sharded watchers: the module installed from its chart with `watcher.replicas: 3` (three shards),
+ * on the real node, its replicas holding the shards' Leases. One namespace per shard, with
+ * sandboxes on kwok's node. Ownership is shown on start, when a replica goes and one comes, and
+ * when one is killed (SIGKILL, from this host) during a stream of claims; then the audit log
+ * shows that every write in each namespace came from the replica holding its shard at the time.
+ */
+
+const kube = new Kube();
+const SHARDS = 3;
+const LEASE_SECONDS = 6;
+const SHARD_LABEL = "pod.cubeplex.ai/shard";
+const WATCHER = "pepr-cubepod-watcher";
+const started = new Date().toISOString();
+/** namespaces[i] is in shard i. */
+const namespaces: string[] = [];
+const leasesPath = `/apis/coordination.k8s.io/v1/namespaces/${MODULE_NAMESPACE}/leases`;
+const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+
+/** The holder of each shard's Lease ("" when free). */
+async function holders(): Promise<string[]> {
+  const r = await kube.get(leasesPath);
+  const byName = new Map<string, string>(
+    r.body.items.map((l: Obj) => [l.metadata.name, l.spec?.holderIdentity ?? ""]),
+  );
+  return Array.from(
+    { length: SHARDS },
+    (_, i) => byName.get(`cubepod-shard-${shardName(i, SHARDS)}`) ?? "",
+  );
+}
+
+/** The watcher's running Pods. */
+async function watcherPods(): Promise<Obj[]> {
+  const r = await kube.get(
+    `/api/v1/namespaces/${MODULE_NAMESPACE}/pods?labelSelector=app=${WATCHER}`,
+  );
+  return (r.body.items as Obj[]).filter(
+    p => !p.metadata.deletionTimestamp && p.status?.phase === "Running",
+  );
+}
+
+/** Waits until the shards' holders satisfy `ok`; resolves with them. */
+async function waitHolders(ok: (h: string[]) => boolean, timeoutMs: number): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  let last: string[] = [];
+  while (Date.now() < deadline) {
+    last = await holders();
+    if (ok(last)) return last;
+    await sleep(250);
+  }
+  throw new Error(`shard holders never settled: ${JSON.stringify(last)}`);
+}
+
+/** Each shard held, by `replicas` distinct replicas. */
+const heldBy = (replicas: number) => (h: string[]) =>
+  h.every(Boolean) && new Set(h).size === replicas;
+
+/** The Pod a replica runs in: its identity is the Pod's name and a nonce. */
+const podOf = (pods: Obj[], identity: string) =>
+  pods.find(p => identity.startsWith(`${p.metadata.name}-`));
+
+async function scaleWatcher(replicas: number): Promise<void> {
+  const r = await kube.mergePatch(
+    `/apis/apps/v1/namespaces/${MODULE_NAMESPACE}/deployments/${WATCHER}/scale`,
+    { spec: { replicas } },
+  );
+  expect(r.status).toBe(200);
+}
+
+/** SIGKILL to the module's process in a Pod, from this host (as an OOM kill or a crash). */
+function killHard(pod: Obj): number {
+  const uid = pod.metadata.uid as string;
+  const inPod = (pid: string) => {
+    try {
+      const cgroup = readFileSync(`/proc/${pid}/cgroup`, "utf8");
+      return cgroup.includes(uid) || cgroup.includes(uid.replace(/-/g, "_"));
+    } catch {
+      return false;
+    }
+  };
+  const pids = readdirSync("/proc")
+    .filter(p => /^\d+$/.test(p) && inPod(p))
+    .filter(p => {
+      try {
+        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes("controller.js");
+      } catch {
+        return false;
+      }
+    });
+  for (const pid of pids) process.kill(Number(pid), "SIGKILL");
+  return pids.length;
+}
+
+beforeAll(async () => {
+  await deployModule(kube, {
+    replicas: SHARDS,
+    env: { CUBEPOD_SHARD_LEASE_SECONDS: String(LEASE_SECONDS) },
+  });
+  const suffix = Math.random().toString(36).slice(2, 6);
+  for (let n = 0; namespaces.filter(Boolean).length < SHARDS; n++) {
+    const name = `it-shard-${suffix}-${n}`;
+    if (!namespaces[shardOf(name, SHARDS)]) namespaces[shardOf(name, SHARDS)] = name;
+  }
+  for (const ns of namespaces) {
+    await kube.mustCreate("/api/v1/namespaces", { metadata: { name: ns } });
+    await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
+  }
+});
+afterAll(async () => {
+  await Promise.all(namespaces.map(ns => kube.delete(`/api/v1/namespaces/${ns}`)));
+  await undeployModule(kube);
+  kube.close();
+});
+
+describe("sharded watchers: three replicas, three shards", () => {
+  it("each replica holds one shard on start, watches its share, and names its namespaces in /metrics", async () => {
+    const held = await waitHolders(heldBy(SHARDS), 120_000);
+    const pods = await watcherPods();
+    expect(pods).toHaveLength(SHARDS);
+    for (let i = 0; i < SHARDS; i++) {
+      const tpl = (await kube.get(paths.podtemplates(namespaces[i], "python"))).body;
+      expect(tpl.metadata.labels?.[SHARD_LABEL]).toBe(shardName(i, SHARDS));
+      const pod = podOf(pods, held[i])!;
+      expect(pod).toBeDefined();
+      const metrics = async () => (await fetch(`http://${pod.status.podIP}:8081/metrics`)).text();
+      const shard = shardName(i, SHARDS);
+      const deadline = Date.now() + 30_000;
+      let text = await metrics();
+      while (!text.includes(`namespace="${namespaces[i]}"`) && Date.now() < deadline) {
+        await sleep(500);
+        text = await metrics();
+      }
+      expect(text).toContain(`cubepod_shard_held{shard="${shard}",replica="${held[i]}"} 1`);
+      expect(text).toContain(
+        `cubepod_shard_namespace{shard="${shard}",namespace="${namespaces[i]}"} 1`,
+      );
+      // Only its own share.
+      for (const other of namespaces.filter((_, j) => j !== i)) {
+        expect(text).not.toContain(`namespace="${other}"`);
+      }
+    }
+  });
+
+  it("claims and the reaper work in every shard; what the operator creates carries the label", async () => {
+    await Promise.all(
+      namespaces.map(async (ns, i) => {
+        const h = inNamespace(kube, ns);
+        await h.readyPool("p", "python", 2, 120_000);
+        await h.createBox("claimer", { warmPoolRef: "p" });
+        const box = await h.waitPhase("claimer", "Running", "WarmPoolClaimed", 60_000);
+        const pod = (await kube.get(paths.pods(ns, box.status.podName))).body;
+        expect(pod.metadata.labels[SHARD_LABEL]).toBe(shardName(i, SHARDS));
+        const pvc = (await kube.get(paths.pvcs(ns, box.status.workspacePVCName))).body;
+        expect(pvc.metadata.labels[SHARD_LABEL]).toBe(shardName(i, SHARDS));
+        await h.createBox("idle", { templateRef: "python", idleTimeoutSeconds: 2 });
+        await h.waitPhase("idle", "Paused", "IdlePaused", 60_000);
+      }),
+    );
+  });
+
+  it("sets back a shard label someone changed", async () => {
+    const ns = namespaces[0];
+    await kube.mergePatch(paths.podboxes(ns, "claimer"), {
+      metadata: { labels: { [SHARD_LABEL]: "2-of-9" } },
+    });
+    const box = (await kube.get(paths.podboxes(ns, "claimer"))).body;
+    expect(box.metadata.labels[SHARD_LABEL]).toBe(shardName(0, SHARDS));
+  });
+
+  it("a replica that goes gives its shard to one that stays; one that comes takes a shard back", async () => {
+    const before = await waitHolders(heldBy(SHARDS), 30_000);
+    await scaleWatcher(SHARDS - 1);
+    const fewer = await waitHolders(
+      h => heldBy(SHARDS - 1)(h) && h.filter(x => before.includes(x)).length === SHARDS,
+      60_000,
+    );
+    const gone = before.find(x => !fewer.includes(x));
+    expect(gone).toBeDefined();
+    await scaleWatcher(SHARDS);
+    const after = await waitHolders(heldBy(SHARDS), 90_000);
+    expect(after.filter(x => !before.includes(x))).toHaveLength(1);
+  });
+
+  it("kill -9 of a replica during a stream of claims: no box lost, none claimed twice, its shard served again", async () => {
+    const held = await waitHolders(heldBy(SHARDS), 30_000);
+    const shard = 1;
+    const ns = namespaces[shard];
+    const h = inNamespace(kube, ns);
+    await h.readyPool("stream", "python", 4, 120_000);
+    const victim = held[shard];
+    const pod = podOf(await watcherPods(), victim)!;
+    const boxes: string[] = [];
+    let killedAt = 0;
+    for (let k = 0; k < 16; k++) {
+      const name = `s-${k}`;
+      await h.createBox(name, { warmPoolRef: "stream" });
+      boxes.push(name);
+      if (k === 3) {
+        expect(killHard(pod)).toBeGreaterThan(0);
+        killedAt = Date.now();
+      }
+      await sleep(500);
+    }
+    const moved = await waitHolders(h => h[shard] !== "" && h[shard] !== victim, 60_000);
+    const lease = (await kube.get(`${leasesPath}/cubepod-shard-${shardName(shard, SHARDS)}`)).body;
+    const servedAfterMs = Date.parse(lease.spec.acquireTime) - killedAt;
+    console.log(
+      `shard ${shardName(shard, SHARDS)}: held by ${moved[shard]} ${servedAfterMs} ms after ` +
+        `${victim} was killed (Lease duration ${LEASE_SECONDS} s)`,
+    );
+    const running = await Promise.all(
+      boxes.map(name => h.waitPhase(name, "Running", undefined, 120_000)),
+    );
+    const podNames = running.map(b => b.status.podName);
+    expect(new Set(podNames).size).toBe(boxes.length);
+    // Each claimed standby ends up its box's alone.
+    for (const b of running) {
+      await kube.waitFor(
+        paths.pods(ns, b.status.podName),
+        o => o?.metadata.labels?.["pod.cubeplex.ai/box"] === b.metadata.name,
+        60_000,
+      );
+    }
+  });
+
+  it("the audit log shows every write in a namespace came from its shard's holder at the time", async () => {
+    // Lets the last writes reach the log.
+    await sleep(2000);
+    const ours = (e: Obj) =>
+      typeof e.userAgent === "string" &&
+      e.userAgent.startsWith("cubepod/") &&
+      e.stageTimestamp >= started;
+    const isWrite = (e: Obj) => ["create", "update", "patch", "delete"].includes(e.verb);
+    // Each shard's Lease writes (acquisitions, renewals, releases), in order of completion.
+    const leaseWrites = auditEvents('"resource":"leases"')
+      .filter(e => ours(e) && isWrite(e) && e.responseStatus?.code < 300)
+      .filter(e => e.objectRef?.name?.startsWith("cubepod-shard-"))
+      .sort((a, b) => (a.stageTimestamp < b.stageTimestamp ? -1 : 1));
+    const holderAt = (shard: number, at: string) => {
+      const name = `cubepod-shard-${shardName(shard, SHARDS)}`;
+      let holder = "";
+      for (const e of leaseWrites) {
+        if (e.objectRef.name !== name || e.stageTimestamp >= at) continue;
+        holder = e.userAgent;
+      }
+      return holder;
+    };
+    const movedWriters = new Set<string>();
+    let checked = 0;
+    for (const [shard, ns] of namespaces.entries()) {
+      const writes = auditEvents(`"namespace":"${ns}"`).filter(
+        e => ours(e) && isWrite(e) && e.objectRef?.namespace === ns,
+      );
+      const wrong = writes
+        .map(e => ({
+          at: e.requestReceivedTimestamp,
+          by: e.userAgent,
+          holder: holderAt(shard, e.requestReceivedTimestamp),
+          what: `${e.verb} ${e.objectRef.resource}/${e.objectRef.name ?? ""}`,
+        }))
+        .filter(w => w.by !== w.holder);
+      expect(wrong).toEqual([]);
+      checked += writes.length;
+      if (shard === 1) for (const w of writes) movedWriters.add(w.userAgent);
+    }
+    expect(checked).toBeGreaterThan(0);
+    // The killed replica's namespace was written by it, then by the replica that took it over.
+    expect(movedWriters.size).toBeGreaterThanOrEqual(2);
+  }, 60_000);
+});
