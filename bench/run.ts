@@ -1,6 +1,6 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
- * `npm run bench -- warm floor stream saturation cold admission gateway real sandbox envd scale scale10k` picks some (scenarios/). Prints a
+ * `npm run bench -- warm floor stream saturation cold admission gateway real sandbox envd scale scale10k sharded` picks some (scenarios/). Prints a
  * table and saves the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline
  * -- <file>` makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`:
  * tests never assert on time.
@@ -18,6 +18,7 @@ import { benchRealNode } from "./scenarios/real-node";
 import { benchSandbox } from "./scenarios/sandbox";
 import { benchSaturation } from "./scenarios/saturation";
 import { benchScale } from "./scenarios/scale";
+import { benchSharded } from "./scenarios/sharded";
 import { benchStream } from "./scenarios/stream";
 import { benchWarm } from "./scenarios/warm";
 
@@ -49,6 +50,11 @@ async function main() {
   for (const shape of shapes) {
     await noBenchNamespaces(kube);
     await benchScale(kube, shape);
+  }
+  // Three watcher replicas installed from the chart, and 10,000 boxes: only when named.
+  if (pick.includes("sharded")) {
+    await noBenchNamespaces(kube);
+    await benchSharded(kube);
   }
   kube.close();
 

@@ -2,22 +2,29 @@ import { boxOfPod } from "../../capabilities/manifests/owner";
 import { cluster, Kube, Obj, paths } from "../../hack/lib/kube";
 import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { openLoop, steady } from "../lib/arrivals";
-import { claimTimer, PoolReadiness, poolPods, startPool } from "../lib/pools";
+import { claimTimer, type PoolReadiness, poolPods, startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { sleep, stats, tenths } from "../lib/stats";
 import { withFloorOperator } from "./floor";
 
 /** The rates of the ramp, claims per second; each step lasts {@link STEP_MS}. */
-const RATES = [10, 20, 40, 60, 80, 120, 160];
-const STEP_MS = 3000;
+export const RATES = [10, 20, 40, 60, 80, 120, 160];
+export const STEP_MS = 3000;
 /** A claim not served within this long counts as an error. */
 const CLAIM_TIMEOUT_MS = 10_000;
 /** Saturated: p99 above this, or any error. */
 const P99_LIMIT_MS = 1000;
 
-type Step = { rate: number; sentPerSecond: number; errors: number } & Partial<
+export type Step = { rate: number; sentPerSecond: number; errors: number } & Partial<
   ReturnType<typeof stats>
 >;
+/** Where a ramp's claims go: a pool, and its ready standbys. */
+export type ClaimTarget = { ns: string; pool: string; standbys: PoolReadiness };
+
+export const saturated = (s: Step) => s.errors > 0 || (s.p99 ?? Infinity) > P99_LIMIT_MS;
+/** The highest rate of a ramp that kept p99 within the limit without errors. */
+export const bestRate = (steps: Step[]) =>
+  Math.max(0, ...steps.filter(s => !saturated(s)).map(s => s.rate));
 
 /**
  * Warm claims at saturation: an open-loop ramp, a step of 3 s at each rate (claims sent on a clock
@@ -34,15 +41,15 @@ export async function benchSaturation(kube: Kube) {
   const pool = "ramp-pool";
   const standbys = await startPool(kube, ns, pool, (Math.max(...RATES) * STEP_MS) / 1000);
   const ramp: { cubepod: Step[]; floor: Step[] } = { cubepod: [], floor: [] };
-  const saturated = (s: Step) => s.errors > 0 || (s.p99 ?? Infinity) > P99_LIMIT_MS;
   const done = (steps: Step[]) => steps.some(saturated);
+  const target = [{ ns, pool, standbys }];
   for (const rate of RATES) {
     if (done(ramp.cubepod) && done(ramp.floor)) break;
     const count = (rate * STEP_MS) / 1000;
     if (!done(ramp.cubepod)) {
       await standbys.atLeast(count);
       await sleep(2000);
-      ramp.cubepod.push(await step(kube, ns, pool, standbys, `c${rate}`, rate, count));
+      ramp.cubepod.push(await step(kube, target, `c${rate}`, rate, count));
       console.log(`saturation: CubePod at ${rate}/s: ${JSON.stringify(ramp.cubepod.at(-1))}`);
       await deleteBoxes(kube, ns);
     }
@@ -50,7 +57,7 @@ export async function benchSaturation(kube: Kube) {
       await standbys.atLeast(count);
       await sleep(2000);
       await withFloorOperator(ns, pool, async () => {
-        ramp.floor.push(await step(kube, ns, pool, standbys, `f${rate}`, rate, count));
+        ramp.floor.push(await step(kube, target, `f${rate}`, rate, count));
         console.log(`saturation: floor at ${rate}/s: ${JSON.stringify(ramp.floor.at(-1))}`);
         // Its boxes have no finalizer: they go at once, their Pods with them.
         await deleteBoxes(kube, ns);
@@ -63,14 +70,13 @@ export async function benchSaturation(kube: Kube) {
     }
   }
   standbys.stop();
-  const best = (steps: Step[]) => Math.max(0, ...steps.filter(s => !saturated(s)).map(s => s.rate));
   results.claimSaturation = {
     what:
       "warm claims in an open-loop ramp, 3 s per rate: the highest rate (claims/s) with p99 <= 1 s " +
       "and no errors, CubePod against the floor operator on the same pool",
-    cubepodClaimsPerSecond: best(ramp.cubepod),
-    floorClaimsPerSecond: best(ramp.floor),
-    ratio: Math.round((best(ramp.cubepod) / Math.max(1, best(ramp.floor))) * 100) / 100,
+    cubepodClaimsPerSecond: bestRate(ramp.cubepod),
+    floorClaimsPerSecond: bestRate(ramp.floor),
+    ratio: Math.round((bestRate(ramp.cubepod) / Math.max(1, bestRate(ramp.floor))) * 100) / 100,
     ...Object.fromEntries(ramp.cubepod.map(s => [`cubepod${s.rate}PerSecond`, s])),
     ...Object.fromEntries(ramp.floor.map(s => [`floor${s.rate}PerSecond`, s])),
   };
@@ -78,27 +84,29 @@ export async function benchSaturation(kube: Kube) {
   await kube.waitForItems(poolPods(ns, pool), items => items.length === 0, 300_000);
 }
 
-/** One step of the ramp: `count` claims at `rate` a second, sent on a clock. */
-async function step(
+/**
+ * One step of the ramp: `count` claims at `rate` a second, sent on a clock, taking turns over the
+ * targets.
+ */
+export async function step(
   kube: Kube,
-  ns: string,
-  pool: string,
-  standbys: PoolReadiness,
+  targets: ClaimTarget[],
   label: string,
   rate: number,
   count: number,
 ): Promise<Step> {
-  const { claim, stop } = claimTimer(kube, ns, pool, standbys);
+  const timers = targets.map(t => claimTimer(kube, t.ns, t.pool, t.standbys));
   const names = Array.from({ length: count }, (_, i) => `${label}-${i}`);
   const timeout = () => sleep(CLAIM_TIMEOUT_MS).then(() => undefined);
   const { results: times, rate: sent } = await openLoop(steady(count, 1000 / rate), i =>
-    Promise.race([claim(names[i]).catch(() => undefined), timeout()]),
+    Promise.race([timers[i % targets.length].claim(names[i]).catch(() => undefined), timeout()]),
   );
-  stop();
-  const boxes = (await kube.get(paths.podboxes(ns))).body.items as Obj[];
-  const warm = new Set(
-    boxes.filter(b => b.status?.reason === "WarmPoolClaimed").map(b => b.metadata.name),
-  );
+  for (const t of timers) t.stop();
+  const warm = new Set<string>();
+  for (const t of targets) {
+    const boxes = (await kube.get(paths.podboxes(t.ns))).body.items as Obj[];
+    for (const b of boxes) if (b.status?.reason === "WarmPoolClaimed") warm.add(b.metadata.name);
+  }
   const served = names.flatMap((n, i) =>
     times[i] !== undefined && warm.has(n) ? [times[i]!] : [],
   );
@@ -111,7 +119,7 @@ async function step(
 }
 
 /** Deletes every box of the namespace, and waits until they are gone. */
-async function deleteBoxes(kube: Kube, ns: string) {
+export async function deleteBoxes(kube: Kube, ns: string) {
   const boxes = (await kube.get(paths.podboxes(ns))).body.items as Obj[];
   for (let i = 0; i < boxes.length; i += 20) {
     await Promise.all(

@@ -81,7 +81,7 @@ async function restartToClaim(kube: Kube, ns: string, pool: string) {
 }
 
 /** Makes one namespace's template, pool and boxes, 20 writes at a time. */
-async function fill(kube: Kube, ns: string, shape: ScaleShape) {
+export async function fill(kube: Kube, ns: string, shape: ScaleShape) {
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const standbys = await startPool(kube, ns, "scale-pool", shape.pooled);
   const creates: Promise<unknown>[] = [];

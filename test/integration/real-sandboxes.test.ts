@@ -9,7 +9,7 @@ import {
   deployModule,
   MODULE_NAMESPACE,
   undeployModule,
-} from "./deployed-module";
+} from "../../hack/lib/deployed-module";
 import { inNamespace } from "./lifecycle-helpers";
 import { PoddClient } from "../../hack/lib/podd-client";
 import { ALL_INSTALLED, install, installed } from "./installed-tree";

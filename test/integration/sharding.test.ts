@@ -1,9 +1,18 @@
-import { readdirSync, readFileSync } from "node:fs";
 import { auditEvents } from "../../hack/lib/audit";
 import { Kube, Obj, paths } from "../../hack/lib/kube";
 import { podTemplate } from "../../hack/lib/objects";
 import { shardName, shardOf } from "../../capabilities/shard/shard-of";
-import { deployModule, MODULE_NAMESPACE, undeployModule } from "./deployed-module";
+import { deployModule, undeployModule } from "../../hack/lib/deployed-module";
+import {
+  heldBy,
+  killModuleProcess,
+  namespacesPerShard,
+  podOfReplica,
+  scaleWatcher,
+  shardLease,
+  waitShardHolders,
+  watcherPods,
+} from "../../hack/lib/shards";
 import { inNamespace } from "./lifecycle-helpers";
 
 /*
@@ -18,86 +27,12 @@ const kube = new Kube();
 const SHARDS = 3;
 const LEASE_SECONDS = 6;
 const SHARD_LABEL = "pod.cubeplex.ai/shard";
-const WATCHER = "pepr-cubepod-watcher";
 const started = new Date().toISOString();
 /** namespaces[i] is in shard i. */
-const namespaces: string[] = [];
-const leasesPath = `/apis/coordination.k8s.io/v1/namespaces/${MODULE_NAMESPACE}/leases`;
+let namespaces: string[] = [];
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
-
-/** The holder of each shard's Lease ("" when free). */
-async function holders(): Promise<string[]> {
-  const r = await kube.get(leasesPath);
-  const byName = new Map<string, string>(
-    r.body.items.map((l: Obj) => [l.metadata.name, l.spec?.holderIdentity ?? ""]),
-  );
-  return Array.from(
-    { length: SHARDS },
-    (_, i) => byName.get(`cubepod-shard-${shardName(i, SHARDS)}`) ?? "",
-  );
-}
-
-/** The watcher's running Pods. */
-async function watcherPods(): Promise<Obj[]> {
-  const r = await kube.get(
-    `/api/v1/namespaces/${MODULE_NAMESPACE}/pods?labelSelector=app=${WATCHER}`,
-  );
-  return (r.body.items as Obj[]).filter(
-    p => !p.metadata.deletionTimestamp && p.status?.phase === "Running",
-  );
-}
-
-/** Waits until the shards' holders satisfy `ok`; resolves with them. */
-async function waitHolders(ok: (h: string[]) => boolean, timeoutMs: number): Promise<string[]> {
-  const deadline = Date.now() + timeoutMs;
-  let last: string[] = [];
-  while (Date.now() < deadline) {
-    last = await holders();
-    if (ok(last)) return last;
-    await sleep(250);
-  }
-  throw new Error(`shard holders never settled: ${JSON.stringify(last)}`);
-}
-
-/** Each shard held, by `replicas` distinct replicas. */
-const heldBy = (replicas: number) => (h: string[]) =>
-  h.every(Boolean) && new Set(h).size === replicas;
-
-/** The Pod a replica runs in: its identity is the Pod's name and a nonce. */
-const podOf = (pods: Obj[], identity: string) =>
-  pods.find(p => identity.startsWith(`${p.metadata.name}-`));
-
-async function scaleWatcher(replicas: number): Promise<void> {
-  const r = await kube.mergePatch(
-    `/apis/apps/v1/namespaces/${MODULE_NAMESPACE}/deployments/${WATCHER}/scale`,
-    { spec: { replicas } },
-  );
-  expect(r.status).toBe(200);
-}
-
-/** SIGKILL to the module's process in a Pod, from this host (as an OOM kill or a crash). */
-function killHard(pod: Obj): number {
-  const uid = pod.metadata.uid as string;
-  const inPod = (pid: string) => {
-    try {
-      const cgroup = readFileSync(`/proc/${pid}/cgroup`, "utf8");
-      return cgroup.includes(uid) || cgroup.includes(uid.replace(/-/g, "_"));
-    } catch {
-      return false;
-    }
-  };
-  const pids = readdirSync("/proc")
-    .filter(p => /^\d+$/.test(p) && inPod(p))
-    .filter(p => {
-      try {
-        return readFileSync(`/proc/${p}/cmdline`, "utf8").includes("controller.js");
-      } catch {
-        return false;
-      }
-    });
-  for (const pid of pids) process.kill(Number(pid), "SIGKILL");
-  return pids.length;
-}
+const waitHolders = (ok: (h: string[]) => boolean, timeoutMs: number) =>
+  waitShardHolders(kube, SHARDS, ok, timeoutMs);
 
 beforeAll(async () => {
   await deployModule(kube, {
@@ -105,10 +40,7 @@ beforeAll(async () => {
     env: { CUBEPOD_SHARD_LEASE_SECONDS: String(LEASE_SECONDS) },
   });
   const suffix = Math.random().toString(36).slice(2, 6);
-  for (let n = 0; namespaces.filter(Boolean).length < SHARDS; n++) {
-    const name = `it-shard-${suffix}-${n}`;
-    if (!namespaces[shardOf(name, SHARDS)]) namespaces[shardOf(name, SHARDS)] = name;
-  }
+  namespaces = namespacesPerShard(`it-shard-${suffix}`, SHARDS, ns => shardOf(ns, SHARDS));
   for (const ns of namespaces) {
     await kube.mustCreate("/api/v1/namespaces", { metadata: { name: ns } });
     await kube.mustCreate(paths.podtemplates(ns), podTemplate("python"));
@@ -123,12 +55,12 @@ afterAll(async () => {
 describe("sharded watchers: three replicas, three shards", () => {
   it("each replica holds one shard on start, watches its share, and names its namespaces in /metrics", async () => {
     const held = await waitHolders(heldBy(SHARDS), 120_000);
-    const pods = await watcherPods();
+    const pods = await watcherPods(kube);
     expect(pods).toHaveLength(SHARDS);
     for (let i = 0; i < SHARDS; i++) {
       const tpl = (await kube.get(paths.podtemplates(namespaces[i], "python"))).body;
       expect(tpl.metadata.labels?.[SHARD_LABEL]).toBe(shardName(i, SHARDS));
-      const pod = podOf(pods, held[i])!;
+      const pod = podOfReplica(pods, held[i])!;
       expect(pod).toBeDefined();
       const metrics = async () => (await fetch(`http://${pod.status.podIP}:8081/metrics`)).text();
       const shard = shardName(i, SHARDS);
@@ -177,14 +109,14 @@ describe("sharded watchers: three replicas, three shards", () => {
 
   it("a replica that goes gives its shard to one that stays; one that comes takes a shard back", async () => {
     const before = await waitHolders(heldBy(SHARDS), 30_000);
-    await scaleWatcher(SHARDS - 1);
+    await scaleWatcher(kube, SHARDS - 1);
     const fewer = await waitHolders(
       h => heldBy(SHARDS - 1)(h) && h.filter(x => before.includes(x)).length === SHARDS,
       60_000,
     );
     const gone = before.find(x => !fewer.includes(x));
     expect(gone).toBeDefined();
-    await scaleWatcher(SHARDS);
+    await scaleWatcher(kube, SHARDS);
     const after = await waitHolders(heldBy(SHARDS), 90_000);
     expect(after.filter(x => !before.includes(x))).toHaveLength(1);
   });
@@ -196,7 +128,7 @@ describe("sharded watchers: three replicas, three shards", () => {
     const h = inNamespace(kube, ns);
     await h.readyPool("stream", "python", 4, 120_000);
     const victim = held[shard];
-    const pod = podOf(await watcherPods(), victim)!;
+    const pod = podOfReplica(await watcherPods(kube), victim)!;
     const boxes: string[] = [];
     let killedAt = 0;
     for (let k = 0; k < 16; k++) {
@@ -204,13 +136,13 @@ describe("sharded watchers: three replicas, three shards", () => {
       await h.createBox(name, { warmPoolRef: "stream" });
       boxes.push(name);
       if (k === 3) {
-        expect(killHard(pod)).toBeGreaterThan(0);
+        expect(killModuleProcess(pod)).toBeGreaterThan(0);
         killedAt = Date.now();
       }
       await sleep(500);
     }
     const moved = await waitHolders(h => h[shard] !== "" && h[shard] !== victim, 60_000);
-    const lease = (await kube.get(`${leasesPath}/cubepod-shard-${shardName(shard, SHARDS)}`)).body;
+    const lease = (await kube.get(shardLease(shard, SHARDS))).body;
     const servedAfterMs = Date.parse(lease.spec.acquireTime) - killedAt;
     console.log(
       `shard ${shardName(shard, SHARDS)}: held by ${moved[shard]} ${servedAfterMs} ms after ` +

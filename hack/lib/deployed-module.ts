@@ -3,9 +3,9 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
-import { localModuleEnv } from "../../hack/cluster/module-env";
-import { BIN_DIR, cluster, Kube, KUBECONFIG, paths, ROOT } from "../../hack/lib/kube";
-import { REAL_NODE_PLACEMENT } from "../../hack/lib/objects";
+import { localModuleEnv } from "../cluster/module-env";
+import { BIN_DIR, cluster, Kube, KUBECONFIG, paths, ROOT } from "./kube";
+import { REAL_NODE_PLACEMENT } from "./objects";
 
 export const MODULE_NAMESPACE = "pepr-system";
 /** The Deployments the chart installs: the module's two, and the gateway. */
@@ -26,12 +26,12 @@ const run = (cmd: string, args: string[], input?: string) =>
  * webhooks answering through their Service. The module then runs on the controller image built
  * for the node, as its own ServiceAccount with the chart's RBAC, told of the local networks and
  * of the cluster's NetworkPolicy enforcement and of its VM runtime (the stand-in) as an installer
- * tells it, by the chart's values; `watcher` sets its replicas (and so its shards) and adds to
- * its environment.
+ * tells it, by the chart's values; `watcher` sets its replicas (and so its shards), adds to its
+ * environment, and may set its resources.
  */
 export async function deployModule(
   kube: Kube,
-  watcher: { replicas?: number; env?: Record<string, string> } = {},
+  watcher: { replicas?: number; env?: Record<string, string>; resources?: object } = {},
 ): Promise<void> {
   const chart = join(ROOT, "dist", "cubepod-chart");
   if (!existsSync(chart)) execFileSync("bash", [join(ROOT, "hack", "build-module.sh")]);
@@ -52,7 +52,12 @@ export async function deployModule(
     values,
     stringify({
       admission: { ...REAL_NODE_PLACEMENT, env: env("admission") },
-      watcher: { ...REAL_NODE_PLACEMENT, env: env("watcher"), replicas: watcher.replicas ?? 1 },
+      watcher: {
+        ...REAL_NODE_PLACEMENT,
+        env: env("watcher"),
+        replicas: watcher.replicas ?? 1,
+        ...(watcher.resources ? { resources: watcher.resources } : {}),
+      },
       gateway: { ...REAL_NODE_PLACEMENT, replicas: 1 },
     }),
   );

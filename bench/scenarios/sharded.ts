@@ -1,0 +1,225 @@
+import { shardOf } from "../../capabilities/shard/shard-of";
+import { deployModule, undeployModule } from "../../hack/lib/deployed-module";
+import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import {
+  heldBy,
+  killModuleProcess,
+  namespacesPerShard,
+  podOfReplica,
+  replicaFigures,
+  scaleWatcher,
+  shardLease,
+  waitShardHolders,
+  watcherPods,
+} from "../../hack/lib/shards";
+import { claimTimer, deletePool, startPool } from "../lib/pools";
+import { results } from "../lib/results";
+import { sleep, stats, tenths } from "../lib/stats";
+import { boxesSettled, fill, SCALE_SHAPES } from "./scale";
+import {
+  bestRate,
+  type ClaimTarget,
+  deleteBoxes,
+  RATES,
+  saturated,
+  step,
+  STEP_MS,
+  type Step,
+} from "./saturation";
+
+/*
+ * Sharded watchers on kwok: the module installed from its chart on the real node with
+ * `watcher.replicas: 3` (three shards, the chart's default Lease of 15 s), its sandboxes on kwok's
+ * node. A replica killed during a stream of claims; the claim ramp with three replicas against
+ * one (the same install scaled to one replica, which then holds all three shards); 10,000 boxes,
+ * the memory of each replica against one replica holding them all.
+ */
+
+const SHARDS = 3;
+/** Room for one replica to hold all 10,000 boxes, and no CPU cap: only the machine limits. */
+const RESOURCES = { requests: { memory: "64Mi", cpu: "50m" }, limits: { memory: "2Gi", cpu: "2" } };
+const allHeldByOne = (h: string[]) => h.every(x => x !== "" && x === h[0]);
+
+export async function benchSharded(kube: Kube) {
+  await deployModule(kube, { replicas: SHARDS, resources: RESOURCES });
+  try {
+    await waitShardHolders(kube, SHARDS, heldBy(SHARDS), 180_000);
+    const suffix = Math.random().toString(36).slice(2, 6);
+    const namespaces = namespacesPerShard(`bench-shard-${suffix}`, SHARDS, ns =>
+      shardOf(ns, SHARDS),
+    );
+    for (const ns of namespaces) {
+      await kube.mustCreate("/api/v1/namespaces", { metadata: { name: ns } });
+      await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
+    }
+    await killDuringClaims(kube, namespaces);
+    await rampThreeAgainstOne(kube, namespaces);
+    for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
+    await tenThousandBoxes(kube);
+  } finally {
+    await undeployModule(kube);
+  }
+}
+
+/**
+ * 200 claims at 10/s over the three shards' namespaces; 5 s in, the replica holding shard 1 is
+ * killed (SIGKILL). Every claim must be served once; the figures are how long the shard went
+ * unserved and what its claims waited.
+ */
+async function killDuringClaims(kube: Kube, namespaces: string[]) {
+  const pools = await Promise.all(namespaces.map(ns => startPool(kube, ns, "stream", 80)));
+  await Promise.all(pools.map(p => p.atLeast(80)));
+  const timers = namespaces.map((ns, i) => claimTimer(kube, ns, "stream", pools[i]));
+  const holders = await waitShardHolders(kube, SHARDS, heldBy(SHARDS), 60_000);
+  const victim = holders[1];
+  const pod = podOfReplica(await watcherPods(kube), victim)!;
+  const claims: Promise<number | undefined>[] = [];
+  const sentAt: number[] = [];
+  let killedAt = 0;
+  for (let i = 0; i < 200; i++) {
+    if (i === 50) {
+      if (killModuleProcess(pod) === 0)
+        throw new Error(`no module process in ${pod.metadata.name}`);
+      killedAt = Date.now();
+    }
+    sentAt.push(Date.now());
+    const timeout = sleep(180_000).then(() => undefined);
+    claims.push(Promise.race([timers[i % SHARDS].claim(`k-${i}`).catch(() => undefined), timeout]));
+    await sleep(100);
+  }
+  const times = await Promise.all(claims);
+  for (const t of timers) t.stop();
+  const moved = await waitShardHolders(kube, SHARDS, h => h[1] !== "" && h[1] !== victim, 60_000);
+  const lease = (await kube.get(shardLease(1, SHARDS))).body;
+  const boxes = (await kube.get(paths.podboxes(namespaces[1]))).body.items as Obj[];
+  const podNames = boxes.map(b => b.status?.podName).filter(Boolean);
+  const victimClaims = times.filter((t, i) => i % SHARDS === 1 && sentAt[i] >= killedAt);
+  const otherClaims = times.filter((t, i) => i % SHARDS !== 1 && sentAt[i] >= killedAt);
+  const served = (ts: (number | undefined)[]) => ts.filter((t): t is number => t !== undefined);
+  results.shardedKill = {
+    what:
+      "three watcher replicas (Lease 15 s); 200 warm claims at 10/s over three namespaces, one " +
+      "per shard; the replica holding shard 1 killed with SIGKILL after 50",
+    claims: times.length,
+    claimsNeverServed: times.filter(t => t === undefined).length,
+    standbysClaimedTwice: podNames.length - new Set(podNames).size,
+    shardTakenOverAfterSeconds: tenths((Date.parse(lease.spec.acquireTime) - killedAt) / 1000),
+    takenOverBy: moved[1] === victim ? "the same replica" : "another replica",
+    killedShardClaimsAfterKill: stats(served(victimClaims)),
+    otherShardsClaimsAfterKill: stats(served(otherClaims)),
+  };
+  console.log(`sharded: kill: ${JSON.stringify(results.shardedKill)}`);
+  await waitShardHolders(kube, SHARDS, heldBy(SHARDS), 120_000);
+  for (const ns of namespaces) {
+    await deleteBoxes(kube, ns);
+    await deletePool(kube, ns, "stream");
+  }
+}
+
+/**
+ * The claim ramp (saturation.ts) over the three namespaces, with three replicas, then with the
+ * install scaled to one replica holding all three shards.
+ */
+async function rampThreeAgainstOne(kube: Kube, namespaces: string[]) {
+  const perPool = Math.ceil((Math.max(...RATES) * STEP_MS) / 1000 / SHARDS);
+  const targets: ClaimTarget[] = await Promise.all(
+    namespaces.map(async ns => ({
+      ns,
+      pool: "ramp",
+      standbys: await startPool(kube, ns, "ramp", perPool),
+    })),
+  );
+  const ramp = async (label: string) => {
+    const steps: Step[] = [];
+    for (const rate of RATES) {
+      const count = (rate * STEP_MS) / 1000;
+      await Promise.all(targets.map(t => t.standbys.atLeast(Math.ceil(count / SHARDS))));
+      await sleep(2000);
+      steps.push(await step(kube, targets, `${label}${rate}`, rate, count));
+      console.log(`sharded: ${label} at ${rate}/s: ${JSON.stringify(steps.at(-1))}`);
+      for (const t of targets) await deleteBoxes(kube, t.ns);
+      if (saturated(steps.at(-1)!)) break;
+    }
+    return steps;
+  };
+  const three = await ramp("r3-");
+  await scaleWatcher(kube, 1);
+  await waitShardHolders(kube, SHARDS, allHeldByOne, 120_000);
+  const one = await ramp("r1-");
+  await scaleWatcher(kube, SHARDS);
+  await waitShardHolders(kube, SHARDS, heldBy(SHARDS), 120_000);
+  for (const t of targets) {
+    t.standbys.stop();
+    await deletePool(kube, t.ns, "ramp");
+  }
+  results.shardedSaturation = {
+    what:
+      "warm claims in an open-loop ramp over three namespaces, one per shard, 3 s per rate: the " +
+      "highest rate (claims/s) with p99 <= 1 s and no errors, with three watcher replicas and " +
+      "with the same install scaled to one",
+    threeReplicasClaimsPerSecond: bestRate(three),
+    oneReplicaClaimsPerSecond: bestRate(one),
+    ratio: Math.round((bestRate(three) / Math.max(1, bestRate(one))) * 100) / 100,
+    ...Object.fromEntries(three.map(s => [`threeReplicas${s.rate}PerSecond`, s])),
+    ...Object.fromEntries(one.map(s => [`oneReplica${s.rate}PerSecond`, s])),
+  };
+}
+
+/**
+ * The 10,000 boxes of `scale10k` over 100 namespaces: converged with three replicas, each
+ * replica's memory; then scaled to one replica, which takes every shard, and its memory.
+ */
+async function tenThousandBoxes(kube: Kube) {
+  const shape = SCALE_SHAPES.scale10k;
+  const t0 = Date.now();
+  const namespaces: string[] = [];
+  for (let i = 0; i < shape.namespaces; i++) namespaces.push(await kube.namespace("bench-scale"));
+  const pools = [];
+  for (let i = 0; i < namespaces.length; i += 4) {
+    pools.push(...(await Promise.all(namespaces.slice(i, i + 4).map(ns => fill(kube, ns, shape)))));
+  }
+  await Promise.all([
+    ...namespaces.map(ns => boxesSettled(kube, ns, shape.running, shape.paused)),
+    ...pools.map(p => p.atLeast(shape.pooled)),
+  ]);
+  pools.forEach(p => p.stop());
+  const converge = Math.round((Date.now() - t0) / 1000);
+  await sleep(30_000);
+  const figures = await Promise.all((await watcherPods(kube)).map(replicaFigures));
+  figures.sort((a, b) => b.rssMiB - a.rssMiB);
+
+  await scaleWatcher(kube, 1);
+  await waitShardHolders(kube, SHARDS, allHeldByOne, 180_000);
+  const running = shape.running * shape.namespaces;
+  let alone = await replicaFigures((await watcherPods(kube))[0]);
+  for (let i = 0; i < 600 && alone.activeSandboxes !== running; i++) {
+    await sleep(1000);
+    alone = await replicaFigures((await watcherPods(kube))[0]);
+  }
+  await sleep(30_000);
+  alone = await replicaFigures((await watcherPods(kube))[0]);
+
+  const row = Object.fromEntries(
+    figures.flatMap((f, i) => [
+      [`replica${i + 1}RSSMiB`, f.rssMiB],
+      [`replica${i + 1}HeapUsedMiB`, f.heapUsedMiB],
+      [`replica${i + 1}Namespaces`, f.namespaces],
+    ]),
+  );
+  results.shardedScale10k = {
+    what:
+      `${running} running + ${shape.paused * shape.namespaces} paused boxes + ` +
+      `${shape.pooled * shape.namespaces} pooled standbys in ${shape.namespaces} namespaces, ` +
+      "three watcher replicas; then the install scaled to one replica holding every shard",
+    convergeSeconds: converge,
+    ...row,
+    oneReplicaRSSMiB: alone.rssMiB,
+    oneReplicaHeapUsedMiB: alone.heapUsedMiB,
+    oneReplicaNamespaces: alone.namespaces,
+    largestReplicaOverOneRSS: Math.round((figures[0].rssMiB / alone.rssMiB) * 100) / 100,
+    largestReplicaOverOneHeap: Math.round((figures[0].heapUsedMiB / alone.heapUsedMiB) * 100) / 100,
+  };
+  console.log(`sharded: 10k: ${JSON.stringify(results.shardedScale10k)}`);
+  for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
+}
