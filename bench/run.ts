@@ -1,6 +1,6 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
- * `npm run bench -- warm floor stream saturation cold admission gateway real sandbox envd scale scale10k sharded` picks some (scenarios/). Prints a
+ * `npm run bench -- warm floor stream saturation cold admission gateway real sandbox envd scale scale10k sharded sharded10k` picks some (scenarios/). Prints a
  * table and saves the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline
  * -- <file>` makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`:
  * tests never assert on time.
@@ -51,10 +51,10 @@ async function main() {
     await noBenchNamespaces(kube);
     await benchScale(kube, shape);
   }
-  // Three watcher replicas installed from the chart, and 10,000 boxes: only when named.
-  if (pick.includes("sharded")) {
+  // Three watcher replicas installed from the chart: only when named.
+  for (const part of (["sharded", "sharded10k"] as const).filter(p => pick.includes(p))) {
     await noBenchNamespaces(kube);
-    await benchSharded(kube);
+    await benchSharded(kube, part);
   }
   kube.close();
 

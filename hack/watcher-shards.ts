@@ -1,6 +1,25 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { stringify } from "yaml";
+import { PID_FILE } from "../capabilities/shard/pid-file";
+
+/**
+ * A stopping sharded replica's hook: SIGTERM to the module, which Pepr's controller (PID 1, which
+ * ignores it) runs as a child that writes its process id to PID_FILE; it gives its shards up.
+ */
+const PRE_STOP = `try{process.kill(Number(require("fs").readFileSync(${JSON.stringify(PID_FILE)},"utf8")),"SIGTERM")}catch{}`;
+
+function preStop(indent: string): string {
+  return [
+    `${indent}{{- if gt (int .Values.watcher.replicas) 1 }}`,
+    `${indent}lifecycle:`,
+    `${indent}  preStop:`,
+    `${indent}    exec:`,
+    `${indent}      command: ${JSON.stringify(["node", "-e", PRE_STOP])}`,
+    `${indent}{{- end }}`,
+    "",
+  ].join("\n");
+}
 
 /** The most watcher replicas, as `CUBEPOD_SHARDS` allows (capabilities/config.ts). */
 const MAX_REPLICAS = 64;
@@ -26,12 +45,15 @@ export function shardWatcherInChart(chart: string, moduleName: string): boolean 
   const admissionTemplate = readFileSync(admission, "utf8");
   if (!watchMode.test(admissionTemplate)) return false;
   writeFileSync(admission, admissionTemplate.replace(watchMode, shards));
-  if (!/^ {2}replicas: 1$/m.test(template) || !watchMode.test(template)) return false;
+  const ports = /^( {10})ports:$/m;
+  if (!/^ {2}replicas: 1$/m.test(template) || !watchMode.test(template) || !ports.test(template))
+    return false;
   writeFileSync(
     deployment,
     template
       .replace(/^ {2}replicas: 1$/m, "  replicas: {{ .Values.watcher.replicas }}")
-      .replace(watchMode, shards),
+      .replace(watchMode, shards)
+      .replace(ports, (m, indent: string) => `${preStop(indent)}${m}`),
   );
 
   const text = readFileSync(values, "utf8");
@@ -61,7 +83,7 @@ export function shardWatcherInChart(chart: string, moduleName: string): boolean 
       {
         apiGroups: ["coordination.k8s.io"],
         resources: ["leases"],
-        verbs: ["get", "list", "create", "patch", "delete"],
+        verbs: ["list", "watch", "create", "patch", "delete"],
       },
     ],
   };

@@ -45,7 +45,7 @@ export const RERUN: Record<string, string> = {
   claimSaturation: "npm run bench -- saturation",
   shardedKill: "npm run bench -- sharded",
   shardedSaturation: "npm run bench -- sharded",
-  shardedScale10k: "npm run bench -- sharded",
+  shardedScale10k: "npm run bench -- sharded10k",
 };
 
 /** One line per figure: benchmark, measure, value. Each claim's figure (`samples`): JSON only. */

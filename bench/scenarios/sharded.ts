@@ -10,6 +10,7 @@ import {
   replicaFigures,
   scaleWatcher,
   shardLease,
+  waitLiveHolders,
   waitShardHolders,
   watcherPods,
 } from "../../hack/lib/shards";
@@ -31,9 +32,9 @@ import {
 /*
  * Sharded watchers on kwok: the module installed from its chart on the real node with
  * `watcher.replicas: 3` (three shards, the chart's default Lease of 15 s), its sandboxes on kwok's
- * node. A replica killed during a stream of claims; the claim ramp with three replicas against
- * one (the same install scaled to one replica, which then holds all three shards); 10,000 boxes,
- * the memory of each replica against one replica holding them all.
+ * node. `sharded`: a replica killed during a stream of claims, and the claim ramp with three
+ * replicas against one (the same install scaled to one replica, which then holds all three
+ * shards). `sharded10k`: 10,000 boxes, the memory of each replica against one holding them all.
  */
 
 const SHARDS = 3;
@@ -41,10 +42,12 @@ const SHARDS = 3;
 const RESOURCES = { requests: { memory: "64Mi", cpu: "50m" }, limits: { memory: "2Gi", cpu: "2" } };
 const allHeldByOne = (h: string[]) => h.every(x => x !== "" && x === h[0]);
 
-export async function benchSharded(kube: Kube) {
+/** `sharded`: the kill and the ramp; `sharded10k`: the 10,000 boxes. */
+export async function benchSharded(kube: Kube, part: "sharded" | "sharded10k") {
   await deployModule(kube, { replicas: SHARDS, resources: RESOURCES });
   try {
-    await waitShardHolders(kube, SHARDS, heldBy(SHARDS), 180_000);
+    await waitLiveHolders(kube, SHARDS, SHARDS, 180_000);
+    if (part === "sharded10k") return await tenThousandBoxes(kube);
     const suffix = Math.random().toString(36).slice(2, 6);
     const namespaces = namespacesPerShard(`bench-shard-${suffix}`, SHARDS, ns =>
       shardOf(ns, SHARDS),
@@ -56,7 +59,6 @@ export async function benchSharded(kube: Kube) {
     await killDuringClaims(kube, namespaces);
     await rampThreeAgainstOne(kube, namespaces);
     for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
-    await tenThousandBoxes(kube);
   } finally {
     await undeployModule(kube);
   }
@@ -71,7 +73,7 @@ async function killDuringClaims(kube: Kube, namespaces: string[]) {
   const pools = await Promise.all(namespaces.map(ns => startPool(kube, ns, "stream", 80)));
   await Promise.all(pools.map(p => p.atLeast(80)));
   const timers = namespaces.map((ns, i) => claimTimer(kube, ns, "stream", pools[i]));
-  const holders = await waitShardHolders(kube, SHARDS, heldBy(SHARDS), 60_000);
+  const holders = await waitLiveHolders(kube, SHARDS, SHARDS, 60_000);
   const victim = holders[1];
   const pod = podOfReplica(await watcherPods(kube), victim)!;
   const claims: Promise<number | undefined>[] = [];

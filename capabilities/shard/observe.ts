@@ -1,22 +1,26 @@
-import type { ApiClient } from "../client/api-client";
+import { a, K8s, Log, RegisterKind } from "pepr";
+import { WatchEvent } from "kubernetes-fluent-client";
 import { GROUP } from "../api/common";
 import type { ObservedLease } from "./decide";
 
 /** The label of CubePod's Leases: `shard` or `member`. */
 export const LABEL_LEASE = `${GROUP}/lease`;
 
-export type Lease = {
-  apiVersion?: string;
-  kind?: string;
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string; labels?: object };
-  spec?: {
+/** The fluent client's class of coordination.k8s.io Leases, for the watch. */
+export class Lease extends a.GenericKind {
+  declare spec?: {
     holderIdentity?: string;
     leaseDurationSeconds?: number;
     acquireTime?: string;
     renewTime?: string;
-    leaseTransitions?: number;
   };
-};
+}
+RegisterKind(Lease, {
+  group: "coordination.k8s.io",
+  version: "v1",
+  kind: "Lease",
+  plural: "leases",
+});
 
 export const leasesPath = (namespace: string, name?: string) =>
   `/apis/coordination.k8s.io/v1/namespaces/${namespace}/leases${name ? `/${name}` : ""}`;
@@ -24,52 +28,104 @@ export const leasesPath = (namespace: string, name?: string) =>
 export const shardLeaseName = (shard: string) => `cubepod-shard-${shard}`;
 export const memberLeaseName = (identity: string) => `cubepod-member-${identity}`;
 
+type Seen = { kind: string; lease: ObservedLease };
+
 /**
- * Reads CubePod's Leases and stamps each version with when this replica first saw it: expiry is
- * measured on this replica's clock from that moment, never from another replica's `renewTime`,
- * so clocks that disagree cannot make a live holder look dead.
+ * Follows CubePod's Leases with a watch and stamps each version with when this replica first saw
+ * it: expiry is measured on this replica's clock from that moment, never from another replica's
+ * `renewTime`, so clocks that disagree cannot make a live holder look dead, and a renewal is seen
+ * as it happens rather than at the next read.
  */
 export class LeaseObserver {
-  readonly #seen = new Map<string, { resourceVersion: string; at: number; first: number }>();
+  readonly #seen = new Map<string, Seen>();
+  #synced = false;
 
   constructor(
-    private readonly client: ApiClient,
     private readonly namespace: string,
+    private readonly clock: () => number,
+    /** Called when a shard's Lease is released or goes: it may be taken now. */
+    private readonly onFreed: () => void,
   ) {}
 
-  async observe(
-    now: number,
-  ): Promise<{ shards: Map<string, ObservedLease>; members: ObservedLease[] }> {
-    const leases = await this.client.list<Lease>(leasesPath(this.namespace), LABEL_LEASE);
+  /** Starts the watch (a list, then its changes). */
+  start(): void {
+    const watcher = K8s(Lease, { namespace: this.namespace, labels: { [LABEL_LEASE]: "" } }).Watch(
+      (lease, phase) => this.#see(lease, phase === "DELETED"),
+    );
+    watcher.events.on(WatchEvent.LIST, () => (this.#synced = true));
+    watcher.start().catch(e => Log.error({ error: String(e) }, "shard lease watch failed"));
+  }
+
+  /** Whether the watch has listed the Leases once. */
+  get synced(): boolean {
+    return this.#synced;
+  }
+
+  #see(l: Lease, deleted: boolean): void {
+    const name = l.metadata?.name ?? "";
+    const kind = (l.metadata?.labels ?? {})[LABEL_LEASE] ?? "";
+    if (deleted) {
+      this.#seen.delete(name);
+      if (kind === "shard") this.onFreed();
+      return;
+    }
+    const resourceVersion = l.metadata?.resourceVersion ?? "";
+    const holder = l.spec?.holderIdentity ?? "";
+    this.#record(name, kind, resourceVersion, holder, (l.spec?.leaseDurationSeconds ?? 0) * 1000);
+    if (kind === "shard" && holder === "") this.onFreed();
+  }
+
+  #record(name: string, kind: string, resourceVersion: string, holder: string, durationMs: number) {
+    const now = this.clock();
+    const before = this.#seen.get(name)?.lease;
+    // A version already seen (this replica's own write, echoed by the watch) keeps its moment, and
+    // an older one (an event behind the answer to this replica's write) changes nothing. Versions
+    // are etcd revisions, which only grow.
+    if (before && Number(before.resourceVersion) >= Number(resourceVersion)) return;
+    this.#seen.set(name, {
+      kind,
+      lease: {
+        name,
+        holder,
+        resourceVersion,
+        seenAt: now,
+        firstSeenAt: before?.firstSeenAt ?? now,
+        durationMs,
+      },
+    });
+  }
+
+  /** The Leases as last seen. */
+  observe(): { shards: Map<string, ObservedLease>; members: ObservedLease[] } {
     const shards = new Map<string, ObservedLease>();
     const members: ObservedLease[] = [];
-    const names = new Set<string>();
-    for (const l of leases) {
-      const name = l.metadata?.name ?? "";
-      const resourceVersion = l.metadata?.resourceVersion ?? "";
-      names.add(name);
-      const seen = this.#seen.get(name);
-      const seenAt = seen?.resourceVersion === resourceVersion ? seen.at : now;
-      const firstSeenAt = seen?.first ?? now;
-      this.#seen.set(name, { resourceVersion, at: seenAt, first: firstSeenAt });
-      const observed: ObservedLease = {
-        name,
-        holder: l.spec?.holderIdentity ?? "",
-        resourceVersion,
-        seenAt,
-        firstSeenAt,
-        durationMs: (l.spec?.leaseDurationSeconds ?? 0) * 1000,
-      };
-      const kind = (l.metadata?.labels as Record<string, string> | undefined)?.[LABEL_LEASE];
-      if (kind === "member") members.push(observed);
-      else if (kind === "shard") shards.set(name, observed);
+    for (const { kind, lease } of this.#seen.values()) {
+      if (kind === "member") members.push(lease);
+      else if (kind === "shard") shards.set(lease.name, lease);
     }
-    for (const name of this.#seen.keys()) if (!names.has(name)) this.#seen.delete(name);
     return { shards, members };
   }
 
-  /** Records a version this replica wrote itself, seen now. */
-  wrote(name: string, resourceVersion: string, now: number): void {
-    this.#seen.set(name, { resourceVersion, at: now, first: this.#seen.get(name)?.first ?? now });
+  /** Records a Lease this replica wrote, as the API server answered it. */
+  wrote(lease: Lease): void {
+    const kind = (lease.metadata?.labels ?? {})[LABEL_LEASE] ?? "";
+    this.#record(
+      lease.metadata!.name!,
+      kind,
+      lease.metadata!.resourceVersion!,
+      lease.spec?.holderIdentity ?? "",
+      (lease.spec?.leaseDurationSeconds ?? 0) * 1000,
+    );
+  }
+
+  /** When the earliest Lease held by another replica expires unless renewed (ms), if any. */
+  nextExpiry(me: string): number | undefined {
+    let next: number | undefined;
+    for (const { lease } of this.#seen.values()) {
+      if (!lease.holder || lease.holder === me) continue;
+      const at = lease.seenAt + lease.durationMs;
+      if (next === undefined || at < next) next = at;
+    }
+    return next;
   }
 }

@@ -11,34 +11,44 @@ import {
   memberLeaseName,
   shardLeaseName,
 } from "./observe";
+
+/** A round asked for by an event runs this soon after it, so that a burst makes one round. */
+const SOON_MS = 20;
 import { shardName } from "./shard-of";
 
 /** What a replica does when it starts and stops serving a shard. */
 export type ShardHandlers = {
   gained(shard: number): void;
-  /** Stops serving the shard; resolves once none of its writes is in flight. */
-  lost(shard: number): Promise<void>;
+  /**
+   * Stops serving the shard at once; resolves true once none of its writes is in flight, false
+   * if some still were after `waitMs`.
+   */
+  lost(shard: number, waitMs: number): Promise<boolean>;
 };
 
 /** Lease times are MicroTime: RFC 3339 with microseconds. */
 const microTime = (ms: number) => new Date(ms).toISOString().replace("Z", "000Z");
 
 /**
- * Holds this replica's shard Leases: every third of a Lease's duration it reads them all, and
- * renews, takes and gives up shards as {@link decideLeases} says.
+ * Holds this replica's shard Leases: every third of a Lease's duration, when a Lease it watches
+ * is about to expire, and when one is released, it renews, takes and gives up shards as
+ * {@link decideLeases} says of the Leases as its watch last saw them.
  *
  * The fence: a shard is served only while its Lease was renewed within two thirds of its duration
  * (measured from when the renewal was sent), and another replica takes it only a whole duration
  * after it last saw the Lease change. Between the two lies a third of the duration in which
  * neither writes, which covers a write that was in flight when the holder stopped. A shard given
- * up on purpose is released only once its writes in flight are done, so a move costs no wait.
+ * up on purpose is released once its writes in flight are done, so a move costs no wait; if they
+ * are not done within a third of the duration, it is left to expire instead.
  */
 export class ShardLeases {
   readonly #held = new Map<number, { resourceVersion: string; validUntil: number }>();
   readonly #observer: LeaseObserver;
-  #timer?: NodeJS.Timeout;
+  #timer?: { at: number; handle: NodeJS.Timeout };
+  #running = false;
+  #again = false;
   #stopped = false;
-  #roundAt = 0;
+  #roundAt: number;
   #startedAt?: number;
   #lastError = "no round yet";
 
@@ -51,7 +61,12 @@ export class ShardLeases {
       clock?: () => number;
     },
   ) {
-    this.#observer = new LeaseObserver(deps.client, deps.config.namespace);
+    this.#observer = new LeaseObserver(
+      deps.config.namespace,
+      () => this.#now(),
+      () => this.#schedule(SOON_MS),
+    );
+    this.#roundAt = this.#now();
   }
 
   get durationMs(): number {
@@ -73,29 +88,64 @@ export class ShardLeases {
     return [...this.#held.keys()].sort((a, b) => a - b);
   }
 
-  /** Healthy while a round succeeded within a Lease's duration. */
+  /**
+   * Healthy while a round succeeded within three Lease durations: a replica that cannot renew
+   * loses its shards after one, and restarting it sooner would not bring the API server back.
+   */
   health(): { ok: boolean; detail: string } {
     const age = this.#now() - this.#roundAt;
-    if (age <= this.durationMs) return { ok: true, detail: `holding shards [${this.held()}]` };
+    if (age <= 3 * this.durationMs) return { ok: true, detail: `holding shards [${this.held()}]` };
     return {
       ok: false,
       detail: `no lease round for ${Math.round(age / 1000)} s: ${this.#lastError}`,
     };
   }
 
-  /** Runs a round now and then every third of a duration. */
+  /** Starts the watch of the Leases and the rounds. */
   start(): void {
-    const loop = async () => {
+    this.#observer.start();
+    this.#schedule(0);
+  }
+
+  /** Asks for a round in `delayMs`, unless one is due sooner. */
+  #schedule(delayMs: number): void {
+    if (this.#stopped) return;
+    const at = this.#now() + delayMs;
+    if (this.#timer && this.#timer.at <= at) return;
+    if (this.#timer) clearTimeout(this.#timer.handle);
+    const handle = setTimeout(() => {
+      this.#timer = undefined;
+      void this.#run();
+    }, delayMs);
+    this.#timer = { at, handle };
+  }
+
+  /** One round at a time; one asked for meanwhile runs right after. */
+  async #run(): Promise<void> {
+    if (this.#running) {
+      this.#again = true;
+      return;
+    }
+    this.#running = true;
+    try {
       await this.round();
-      if (!this.#stopped) this.#timer = setTimeout(loop, this.durationMs / 3);
-    };
-    void loop();
+    } finally {
+      this.#running = false;
+    }
+    if (this.#again) {
+      this.#again = false;
+      this.#schedule(0);
+    }
+    // The next renewal, or the moment a Lease held elsewhere expires, if sooner.
+    const expiry = this.#observer.nextExpiry(this.deps.me);
+    const untilExpiry = expiry === undefined ? Infinity : expiry - this.#now() + SOON_MS;
+    this.#schedule(Math.max(SOON_MS, Math.min(this.durationMs / 3, untilExpiry)));
   }
 
   /** Stops the rounds, gives every shard up and removes the member Lease (a graceful exit). */
   async stop(): Promise<void> {
     this.#stopped = true;
-    clearTimeout(this.#timer);
+    if (this.#timer) clearTimeout(this.#timer.handle);
     await Promise.all(this.held().map(shard => this.#release(shard)));
     await this.deps.client
       .delete(leasesPath(this.deps.config.namespace, memberLeaseName(this.deps.me)))
@@ -109,8 +159,12 @@ export class ShardLeases {
       for (const shard of this.held()) {
         if (!this.valid(shard)) await this.#lose(shard, "its Lease was not renewed in time");
       }
+      if (!this.#observer.synced) {
+        this.#lastError = "the Leases are not listed yet";
+        return;
+      }
       const now = this.#now();
-      const { shards, members } = await this.#observer.observe(now);
+      const { shards, members } = this.#observer.observe();
       this.#startedAt ??= now;
       const actions = decideLeases({
         now,
@@ -163,7 +217,8 @@ export class ShardLeases {
       case "release":
         return this.#release(action.shard);
       case "lost":
-        return this.#lose(action.shard, "another replica holds its Lease");
+        await this.#lose(action.shard, "another replica holds its Lease");
+        return;
     }
   }
 
@@ -184,7 +239,7 @@ export class ShardLeases {
         renewTime: microTime(now),
       },
     });
-    this.#observer.wrote(name, created.metadata!.resourceVersion!, now);
+    this.#observer.wrote(created);
     return created;
   }
 
@@ -195,7 +250,7 @@ export class ShardLeases {
       metadata: { resourceVersion },
       spec,
     });
-    this.#observer.wrote(name, patched.metadata!.resourceVersion!, this.#now());
+    this.#observer.wrote(patched);
     return patched;
   }
 
@@ -246,7 +301,12 @@ export class ShardLeases {
   async #release(shard: number): Promise<void> {
     const h = this.#held.get(shard);
     if (!h) return;
-    await this.#lose(shard, "released to balance the replicas");
+    const settled = await this.#lose(
+      shard,
+      "released to balance the replicas",
+      this.durationMs / 3,
+    );
+    if (!settled) return;
     await this.#patch(this.#leaseName(shard), h.resourceVersion, {
       holderIdentity: "",
     }).catch(e => {
@@ -254,9 +314,10 @@ export class ShardLeases {
     });
   }
 
-  async #lose(shard: number, why: string): Promise<void> {
-    if (!this.#held.delete(shard)) return;
+  /** Stops serving a shard; resolves whether its writes settled within `waitMs`. */
+  async #lose(shard: number, why: string, waitMs = 0): Promise<boolean> {
+    if (!this.#held.delete(shard)) return false;
     Log.info({ shard: shardName(shard, this.deps.config.count), why }, "shard lost");
-    await this.deps.handlers.lost(shard);
+    return this.deps.handlers.lost(shard, waitMs);
   }
 }

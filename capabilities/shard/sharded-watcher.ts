@@ -1,4 +1,5 @@
 import { randomBytes } from "node:crypto";
+import { writeFileSync } from "node:fs";
 import { hostname } from "node:os";
 import { a, K8s, Log } from "pepr";
 import { WatchEvent, type GenericClass, type KubernetesObject } from "kubernetes-fluent-client";
@@ -14,6 +15,7 @@ import { shardHeld, shardNamespaces } from "../metrics/registry";
 import { startMetricsServer } from "../metrics/server";
 import { fillGauges, Operator } from "../operator";
 import { MODULE_WATCHES, type ModuleWatch } from "../watches";
+import { PID_FILE } from "./pid-file";
 import { ShardLeases } from "./reconciler";
 import { ShardClient } from "./shard-client";
 import { namespaceShard, outsideShards, shardName } from "./shard-of";
@@ -25,6 +27,9 @@ const WATCH_CFG = {
   lastSeenLimitSeconds: 300,
   relistIntervalSec: 600,
 };
+
+/** How long a stopping replica spends giving its shards up (the chart's grace period is 5 s). */
+const STOP_MS = 3000;
 
 /** This process's name among the replicas: its host (the Pod's name) and a nonce per start. */
 export function replicaIdentity(host = hostname()): string {
@@ -75,7 +80,8 @@ class ShardInstance {
   readonly client: ShardClient;
   readonly op: Operator;
   readonly #watchers: { close(): void }[] = [];
-  readonly #connected = new Set<number>();
+  /** Watches that gave up reconnecting: only a restart brings them back. */
+  readonly #failed = new Set<number>();
   /** Namespace → the CubePod objects seen in it, for /metrics. */
   readonly namespaces = new Map<string, Set<string>>();
 
@@ -101,17 +107,20 @@ class ShardInstance {
         this.#track(w.model, obj, deleted);
         w.handle(this.op, obj, deleted);
       }, WATCH_CFG);
-      watcher.events.on(WatchEvent.CONNECT, () => this.#connected.add(i));
-      watcher.events.on(WatchEvent.RECONNECT, () => this.#connected.delete(i));
-      watcher.events.on(WatchEvent.GIVE_UP, () => this.#connected.delete(i));
+      watcher.events.on(WatchEvent.CONNECT, () => this.#failed.delete(i));
+      watcher.events.on(WatchEvent.GIVE_UP, () => this.#failed.add(i));
       watcher.start().catch(e => Log.error({ error: String(e) }, "shard watch failed to start"));
       this.#watchers.push(watcher);
     });
   }
 
-  /** Whether every watch of the shard is connected. */
-  connected(): boolean {
-    return this.#connected.size === this.#watchers.length;
+  /**
+   * Whether no watch of the shard gave up. A watch still listing a shard just taken is not a
+   * failure: under load that list can take longer than a liveness probe waits, and a restart
+   * would only move the shard and start the list again elsewhere.
+   */
+  watching(): boolean {
+    return this.#failed.size === 0;
   }
 
   #track(model: GenericClass, obj: KubernetesObject, deleted: boolean): void {
@@ -126,16 +135,20 @@ class ShardInstance {
     else this.namespaces.set(namespace, seen);
   }
 
-  /** Stops acting: no new write, no new event; resolves once the writes in flight are done. */
-  async stop(timeoutMs: number): Promise<void> {
+  /**
+   * Stops acting: no new write, no new event. Resolves true once the writes in flight are done,
+   * false if some still were after `waitMs`.
+   */
+  async stop(waitMs: number): Promise<boolean> {
     this.active = false;
     for (const w of this.#watchers) w.close();
     let timer: NodeJS.Timeout | undefined;
-    await Promise.race([
-      this.client.settled(),
-      new Promise(resolve => (timer = setTimeout(resolve, timeoutMs))),
+    const settled = await Promise.race([
+      this.client.settled().then(() => true),
+      new Promise<boolean>(resolve => (timer = setTimeout(() => resolve(false), waitMs))),
     ]);
     clearTimeout(timer);
+    return settled;
   }
 }
 
@@ -166,12 +179,14 @@ export class ShardedWatcher {
   #sharder: { close(): void }[] = [];
 
   constructor(private readonly config: Config) {
-    this.#client = new ApiClient(config.apiTimeoutMs, defaultCredentials, this.#userAgent);
+    // A Lease request that hangs must not hold the rounds past the renewal deadline.
+    const leaseTimeoutMs = Math.min(config.apiTimeoutMs, (config.shards.leaseSeconds * 1000) / 3);
+    this.#client = new ApiClient(leaseTimeoutMs, defaultCredentials, this.#userAgent);
     this.leases = new ShardLeases({
       client: this.#client,
       config: config.shards,
       me: this.identity,
-      handlers: { gained: s => this.#gained(s), lost: s => this.#lost(s) },
+      handlers: { gained: s => this.#gained(s), lost: (s, waitMs) => this.#lost(s, waitMs) },
     });
   }
 
@@ -188,14 +203,36 @@ export class ShardedWatcher {
       config.metricsPort,
       config.metricsHost,
     );
-    process.once("SIGTERM", () => void this.leases.stop());
+    // A replica stopping gives its shards up first, so the next holder need not wait them out.
+    // Pepr's own handler would exit as soon as its server closed. In a Pod the module is a child
+    // of Pepr's controller, which ignores SIGTERM as PID 1: the chart's preStop hook sends it
+    // here, to the process this file names.
+    try {
+      writeFileSync(PID_FILE, String(process.pid));
+    } catch (e) {
+      Log.warn(
+        { error: String(e) },
+        `cannot write ${PID_FILE}: a stopping replica's shards expire`,
+      );
+    }
+    process.removeAllListeners("SIGTERM");
+    process.once("SIGTERM", () => {
+      let timer: NodeJS.Timeout | undefined;
+      void Promise.race([
+        this.leases.stop(),
+        new Promise(resolve => (timer = setTimeout(resolve, STOP_MS))),
+      ]).finally(() => {
+        clearTimeout(timer);
+        process.exit(143);
+      });
+    });
   }
 
   health(): { ok: boolean; detail: string } {
     const leases = this.leases.health();
     if (!leases.ok) return leases;
-    const down = [...this.#instances.values()].filter(i => !i.connected()).map(i => i.shard);
-    if (down.length > 0) return { ok: false, detail: `watches of shards [${down}] not connected` };
+    const down = [...this.#instances.values()].filter(i => !i.watching()).map(i => i.shard);
+    if (down.length > 0) return { ok: false, detail: `watches of shards [${down}] gave up` };
     return leases;
   }
 
@@ -207,12 +244,12 @@ export class ShardedWatcher {
     if (shard === 0) this.#startSharder();
   }
 
-  async #lost(shard: number): Promise<void> {
+  async #lost(shard: number, waitMs: number): Promise<boolean> {
     const inst = this.#instances.get(shard);
-    if (!inst) return;
+    if (!inst) return true;
     this.#instances.delete(shard);
     if (shard === 0) this.#stopSharder();
-    await inst.stop(this.config.apiTimeoutMs);
+    return inst.stop(waitMs);
   }
 
   /** Watches what is outside every shard, and stamps each such object with its shard label. */

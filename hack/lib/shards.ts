@@ -44,6 +44,26 @@ export async function waitShardHolders(
 export const heldBy = (replicas: number) => (holders: string[]) =>
   holders.every(Boolean) && new Set(holders).size === replicas;
 
+/**
+ * Waits until every shard is held by a replica running now (not one of an earlier install whose
+ * Lease has yet to expire), by `replicas` distinct ones.
+ */
+export async function waitLiveHolders(
+  kube: Kube,
+  count: number,
+  replicas: number,
+  timeoutMs: number,
+): Promise<string[]> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const holders = await waitShardHolders(kube, count, heldBy(replicas), deadline - Date.now());
+    const pods = await watcherPods(kube);
+    if (holders.every(h => podOfReplica(pods, h))) return holders;
+    if (Date.now() > deadline) throw new Error(`shards held by gone replicas: ${holders}`);
+    await sleep(250);
+  }
+}
+
 /** The watcher's running Pods. */
 export async function watcherPods(kube: Kube): Promise<Obj[]> {
   const r = await kube.get(

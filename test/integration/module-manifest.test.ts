@@ -7,6 +7,7 @@ import {
   matchConditionsOf,
   shardLabelCondition,
 } from "../../capabilities/admission/webhook-policy";
+import { PID_FILE } from "../../capabilities/shard/pid-file";
 import { BIN_DIR, KUBECONFIG, ROOT } from "../../hack/lib/kube";
 import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
 
@@ -173,10 +174,16 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
       {
         apiGroups: ["coordination.k8s.io"],
         resources: ["leases"],
-        verbs: ["get", "list", "create", "patch", "delete"],
+        verbs: ["list", "watch", "create", "patch", "delete"],
       },
     ]);
     expect(stamping(three)).toEqual(shardLabelCondition(true));
+    // A stopping replica is told to give its shards up (Pepr's controller ignores SIGTERM).
+    const preStop = (rendered: Doc[]) =>
+      deployment(rendered, "pepr-cubepod-watcher").spec.template.spec.containers[0].lifecycle
+        ?.preStop?.exec?.command;
+    expect(preStop(three)).toEqual(["node", "-e", expect.stringContaining(PID_FILE)]);
+    expect(preStop(one)).toBeUndefined();
     // The API server compiles the sharded condition.
     expect(dryRun(three)).toContain(
       "mutatingwebhookconfiguration.admissionregistration.k8s.io/pepr-cubepod-dryrun created (server dry run)",

@@ -10,6 +10,7 @@ import {
   podOfReplica,
   scaleWatcher,
   shardLease,
+  waitLiveHolders,
   waitShardHolders,
   watcherPods,
 } from "../../hack/lib/shards";
@@ -54,7 +55,7 @@ afterAll(async () => {
 
 describe("sharded watchers: three replicas, three shards", () => {
   it("each replica holds one shard on start, watches its share, and names its namespaces in /metrics", async () => {
-    const held = await waitHolders(heldBy(SHARDS), 120_000);
+    const held = await waitLiveHolders(kube, SHARDS, SHARDS, 120_000);
     const pods = await watcherPods(kube);
     expect(pods).toHaveLength(SHARDS);
     for (let i = 0; i < SHARDS; i++) {
@@ -108,7 +109,7 @@ describe("sharded watchers: three replicas, three shards", () => {
   });
 
   it("a replica that goes gives its shard to one that stays; one that comes takes a shard back", async () => {
-    const before = await waitHolders(heldBy(SHARDS), 30_000);
+    const before = await waitLiveHolders(kube, SHARDS, SHARDS, 60_000);
     await scaleWatcher(kube, SHARDS - 1);
     const fewer = await waitHolders(
       h => heldBy(SHARDS - 1)(h) && h.filter(x => before.includes(x)).length === SHARDS,
@@ -116,13 +117,20 @@ describe("sharded watchers: three replicas, three shards", () => {
     );
     const gone = before.find(x => !fewer.includes(x));
     expect(gone).toBeDefined();
+    // It gave its shard up as it stopped (the preStop hook), rather than let its Lease expire:
+    // its own last request removed its member Lease.
+    await sleep(1000);
+    const deletes = auditEvents('"verb":"delete"', `cubepod-member-${gone}`).filter(
+      e => e.objectRef?.resource === "leases",
+    );
+    expect(deletes.map(e => e.userAgent)).toContain(`cubepod/${gone}`);
     await scaleWatcher(kube, SHARDS);
     const after = await waitHolders(heldBy(SHARDS), 90_000);
     expect(after.filter(x => !before.includes(x))).toHaveLength(1);
   });
 
   it("kill -9 of a replica during a stream of claims: no box lost, none claimed twice, its shard served again", async () => {
-    const held = await waitHolders(heldBy(SHARDS), 30_000);
+    const held = await waitLiveHolders(kube, SHARDS, SHARDS, 60_000);
     const shard = 1;
     const ns = namespaces[shard];
     const h = inNamespace(kube, ns);
