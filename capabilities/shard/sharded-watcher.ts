@@ -8,7 +8,8 @@ import { ApiClient, USER_AGENT } from "../client/api-client";
 import { defaultCredentials } from "../client/kubeconfig";
 import { paths } from "../client/paths";
 import type { Config } from "../config";
-import { describeError } from "../kit/api-errors";
+import { describeError, statusOf } from "../kit/api-errors";
+import { WorkQueue } from "../kit/work-queue";
 import { keepMetadata, slim } from "../kit/watched";
 import { LABEL_SHARD } from "../manifests/labels";
 import { shardHeld, shardNamespaces } from "../metrics/registry";
@@ -252,10 +253,29 @@ export class ShardedWatcher {
     return inst.stop(waitMs);
   }
 
-  /** Watches what is outside every shard, and stamps each such object with its shard label. */
+  /**
+   * Watches what is outside every shard, and stamps each such object with its shard label,
+   * retried with backoff (the webhook that sees the change may not be up yet).
+   */
   #startSharder(): void {
     const count = this.config.shards.count;
     const outside = { [outsideShards(count)]: "" };
+    const stamps = new WorkQueue(
+      async path => {
+        if (!this.leases.valid(0)) return;
+        const namespace = /\/namespaces\/([^/]+)\//.exec(path)![1];
+        const labels = { [LABEL_SHARD]: namespaceShard(namespace, count) };
+        await this.#client.mergePatch(path, { metadata: { labels } }).catch(e => {
+          if (statusOf(e) !== 404) throw e;
+        });
+      },
+      {
+        concurrency: 2,
+        baseDelayMs: 500,
+        maxDelayMs: 30_000,
+        onError: (path, e) => Log.warn({ path, error: describeError(e) }, "shard stamp failed"),
+      },
+    );
     const seen = new Set<string>();
     for (const w of shardWatches()) {
       const id = `${w.model.name}:${w.label?.join("=") ?? ""}`;
@@ -264,11 +284,7 @@ export class ShardedWatcher {
       const path = OBJECT_PATHS.get(w.model)!;
       const watcher = K8s(w.model, { labels: labelsOf(w, outside) }).Watch((obj, phase) => {
         const { namespace, name } = obj.metadata ?? {};
-        if (phase === "DELETED" || !namespace || !name || !this.leases.valid(0)) return;
-        const labels = { [LABEL_SHARD]: namespaceShard(namespace, count) };
-        this.#client
-          .mergePatch(path(namespace, name), { metadata: { labels } })
-          .catch(e => Log.warn({ namespace, name, error: describeError(e) }, "shard stamp failed"));
+        if (phase !== "DELETED" && namespace && name) stamps.add(path(namespace, name));
       }, WATCH_CFG);
       watcher.start().catch(e => Log.error({ error: String(e) }, "sharder watch failed to start"));
       this.#sharder.push(watcher);

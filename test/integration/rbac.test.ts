@@ -17,8 +17,13 @@ const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
 const chart = join(ROOT, "dist", "cubepod-chart");
 const helm = join(BIN_DIR, "helm");
 
-/** The user agents of the module's two clients: its ApiClient, and Pepr's watches and store. */
+/**
+ * The user agents of the module's two clients: its ApiClient, and Pepr's watches and store; a
+ * sharded watcher's ApiClient names its replica (`cubepod/<replica>`).
+ */
 const MODULE_AGENTS = ["cubepod", "kubernetes-fluent-client"];
+const isModuleAgent = (agent: string) =>
+  MODULE_AGENTS.includes(agent) || agent?.startsWith("cubepod/");
 /** The module deployed from its chart (real-sandboxes.test.ts) runs as this: no install step. */
 const MODULE_ACCOUNT = "system:serviceaccount:pepr-system:pepr-cubepod";
 /**
@@ -62,16 +67,29 @@ beforeAll(() => {
     execFileSync("bash", [join(ROOT, "hack", "build-module.sh")], { stdio: "ignore" });
 });
 
-describe("the module's ClusterRole, against the audit log", () => {
+/** The Role the chart adds for sharded watchers' Leases (`watcher.replicas` above one). */
+const shardRole = () =>
+  parseAllDocuments(
+    execFileSync(helm, ["template", "cubepod", chart, "--set", "watcher.replicas=3"], {
+      encoding: "utf8",
+    }),
+  )
+    .map(d => d.toJS() as Obj)
+    .find(d => d?.kind === "Role" && d.metadata.name === "pepr-cubepod-shards") as {
+    rules: Rule[];
+  };
+
+describe("the module's ClusterRole and its shards' Role, against the audit log", () => {
   const role = clusterRole(parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS()));
-  const granted = grants(role.rules);
+  // The sharding file runs the watchers sharded: their Leases are the Role's.
+  const granted = new Set([...grants(role.rules), ...grants(shardRole().rules)]);
 
   /** What the module's clients asked of the API server, as "verb group/resource[/sub]". */
   const used = () => {
     const out = new Set<string>();
     const since = process.env.CUBEPOD_TEST_RUN_STARTED ?? "";
     for (const e of auditEvents('"userAgent":"')) {
-      if (!MODULE_AGENTS.includes(e.userAgent) || !e.objectRef?.resource) continue;
+      if (!isModuleAgent(e.userAgent) || !e.objectRef?.resource) continue;
       if (e.stageTimestamp < since) continue;
       const { apiGroup = "", resource, subresource } = e.objectRef;
       const target = `${apiGroup}/${resource}${subresource ? `/${subresource}` : ""}`;
@@ -103,7 +121,7 @@ describe("the module's ClusterRole, against the audit log", () => {
     const rendered = parseAllDocuments(
       execFileSync(helm, ["template", "cubepod", chart], { encoding: "utf8" }),
     ).map(d => d.toJS() as Obj);
-    expect(grants(clusterRole(rendered).rules)).toEqual(granted);
+    expect(grants(clusterRole(rendered).rules)).toEqual(grants(role.rules));
   });
 });
 

@@ -1,7 +1,7 @@
 import { auditEvents } from "../../hack/lib/audit";
 import { Kube, Obj, paths } from "../../hack/lib/kube";
 import { podTemplate } from "../../hack/lib/objects";
-import { shardName, shardOf } from "../../capabilities/shard/shard-of";
+import { namespaceShard, shardName, shardOf } from "../../capabilities/shard/shard-of";
 import { deployModule, undeployModule } from "../../hack/lib/deployed-module";
 import {
   heldBy,
@@ -35,7 +35,15 @@ const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 const waitHolders = (ok: (h: string[]) => boolean, timeoutMs: number) =>
   waitShardHolders(kube, SHARDS, ok, timeoutMs);
 
+/** A namespace whose box ran before the watchers were sharded (one watcher, `pepr dev`). */
+let earlier = "";
+
 beforeAll(async () => {
+  earlier = await kube.namespace("it-shard-earlier");
+  await kube.mustCreate(paths.podtemplates(earlier), podTemplate("python"));
+  await inNamespace(kube, earlier).createBox("early", { templateRef: "python" });
+  await inNamespace(kube, earlier).readyPool("p", "python", 1);
+  await inNamespace(kube, earlier).waitPhase("early", "Running");
   await deployModule(kube, {
     replicas: SHARDS,
     env: { CUBEPOD_SHARD_LEASE_SECONDS: String(LEASE_SECONDS) },
@@ -48,7 +56,7 @@ beforeAll(async () => {
   }
 });
 afterAll(async () => {
-  await Promise.all(namespaces.map(ns => kube.delete(`/api/v1/namespaces/${ns}`)));
+  await Promise.all([...namespaces, earlier].map(ns => kube.delete(`/api/v1/namespaces/${ns}`)));
   await undeployModule(kube);
   kube.close();
 });
@@ -97,6 +105,20 @@ describe("sharded watchers: three replicas, three shards", () => {
         await h.waitPhase("idle", "Paused", "IdlePaused", 60_000);
       }),
     );
+  });
+
+  it("stamps what was made before the watchers were sharded, and serves it", async () => {
+    const shard = namespaceShard(earlier, SHARDS);
+    const stamped = (path: string) =>
+      kube.waitFor(path, o => o?.metadata.labels?.[SHARD_LABEL] === shard, 60_000);
+    await stamped(paths.podtemplates(earlier, "python"));
+    await stamped(paths.podwarmpools(earlier, "p"));
+    const box = await stamped(paths.podboxes(earlier, "early"));
+    await stamped(paths.pods(earlier, box!.status.podName));
+    await stamped(paths.pvcs(earlier, box!.status.workspacePVCName));
+    const h = inNamespace(kube, earlier);
+    await h.patchBox("early", { desiredState: "Paused" });
+    await h.waitPhase("early", "Paused", undefined, 60_000);
   });
 
   it("sets back a shard label someone changed", async () => {
