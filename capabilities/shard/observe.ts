@@ -118,13 +118,17 @@ export class LeaseObserver {
     );
   }
 
-  /** When the earliest Lease held by another replica expires unless renewed (ms), if any. */
-  nextExpiry(me: string): number | undefined {
+  /**
+   * When the next Lease held by another replica expires unless renewed (ms), if any does after
+   * `now`: one that already has is acted on by the round that sees it, or left to the replica the
+   * assignment gives it to.
+   */
+  nextExpiry(me: string, now: number): number | undefined {
     let next: number | undefined;
     for (const { lease } of this.#seen.values()) {
       if (!lease.holder || lease.holder === me) continue;
       const at = lease.seenAt + lease.durationMs;
-      if (next === undefined || at < next) next = at;
+      if (at > now && (next === undefined || at < next)) next = at;
     }
     return next;
   }

@@ -42,13 +42,18 @@ const microTime = (ms: number) => new Date(ms).toISOString().replace("Z", "000Z"
  * are not done within a third of the duration, it is left to expire instead.
  */
 export class ShardLeases {
-  readonly #held = new Map<number, { resourceVersion: string; validUntil: number }>();
+  readonly #held = new Map<
+    number,
+    { resourceVersion: string; renewedAt: number; validUntil: number }
+  >();
   readonly #observer: LeaseObserver;
   #timer?: { at: number; handle: NodeJS.Timeout };
   #running = false;
   #again = false;
   #stopped = false;
   #roundAt: number;
+  /** When this replica last renewed its member Lease (its clock, ms). */
+  #memberRenewedAt = -Infinity;
   #startedAt?: number;
   #lastError = "no round yet";
 
@@ -136,10 +141,23 @@ export class ShardLeases {
       this.#again = false;
       this.#schedule(0);
     }
-    // The next renewal, or the moment a Lease held elsewhere expires, if sooner.
-    const expiry = this.#observer.nextExpiry(this.deps.me);
-    const untilExpiry = expiry === undefined ? Infinity : expiry - this.#now() + SOON_MS;
-    this.#schedule(Math.max(SOON_MS, Math.min(this.durationMs / 3, untilExpiry)));
+    // The next renewal due, or the moment a Lease held elsewhere expires, if sooner.
+    const now = this.#now();
+    const renewals = [this.#memberRenewedAt, ...[...this.#held.values()].map(h => h.renewedAt)];
+    const due = Math.min(...renewals.map(at => at + this.#renewEveryMs));
+    const expiry = this.#observer.nextExpiry(this.deps.me, now) ?? Infinity;
+    const next = Math.min(due, expiry + SOON_MS, now + this.#renewEveryMs);
+    this.#schedule(Math.max(SOON_MS, next - now));
+  }
+
+  /** How often a Lease is renewed: a third of its duration. */
+  get #renewEveryMs(): number {
+    return this.durationMs / 3;
+  }
+
+  /** Whether a Lease renewed at `at` is due again: rounds that events bring write nothing early. */
+  #due(at: number, now: number): boolean {
+    return now - at >= this.#renewEveryMs * 0.9;
   }
 
   /** Stops the rounds, gives every shard up and removes the member Lease (a graceful exit). */
@@ -196,9 +214,13 @@ export class ShardLeases {
     const now = this.#now();
     switch (action.kind) {
       case "createMember":
+        if (!this.#due(this.#memberRenewedAt, now)) return;
+        this.#memberRenewedAt = now;
         await this.#create(memberLeaseName(me), "member", now);
         return;
       case "renewMember":
+        if (!this.#due(this.#memberRenewedAt, now)) return;
+        this.#memberRenewedAt = now;
         await client.mergePatch(leasesPath(config.namespace, action.lease.name), {
           spec: { holderIdentity: me, renewTime: microTime(now) },
         });
@@ -257,12 +279,17 @@ export class ShardLeases {
   #hold(shard: number, lease: Lease, sentAt: number): void {
     this.#held.set(shard, {
       resourceVersion: lease.metadata!.resourceVersion!,
+      renewedAt: sentAt,
       validUntil: sentAt + (this.durationMs * 2) / 3,
     });
   }
 
   async #renew(shard: number, now: number): Promise<void> {
     const h = this.#held.get(shard)!;
+    if (!this.#due(h.renewedAt, now)) return;
+    // Counted from the attempt: a renewal that fails is tried again a renewal period later, not at
+    // once (its validity still runs from the last one that succeeded).
+    h.renewedAt = now;
     try {
       const lease = await this.#patch(this.#leaseName(shard), h.resourceVersion, {
         renewTime: microTime(now),
