@@ -81,7 +81,7 @@ async function restartToClaim(kube: Kube, ns: string, pool: string) {
 }
 
 /** Makes one namespace's template, pool and boxes, 20 writes at a time. */
-export async function fill(kube: Kube, ns: string, shape: ScaleShape) {
+async function fill(kube: Kube, ns: string, shape: ScaleShape) {
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const standbys = await startPool(kube, ns, "scale-pool", shape.pooled);
   const creates: Promise<unknown>[] = [];
@@ -98,8 +98,11 @@ export async function fill(kube: Kube, ns: string, shape: ScaleShape) {
   return standbys;
 }
 
-export async function benchScale(kube: Kube, name: keyof typeof SCALE_SHAPES & string) {
-  const shape = SCALE_SHAPES[name];
+/**
+ * Makes a shape's namespaces and fills them, and resolves once it converged: its namespaces and
+ * the seconds from the first create.
+ */
+export async function fillConverged(kube: Kube, shape: ScaleShape) {
   const t0 = now();
   const namespaces: string[] = [];
   for (let i = 0; i < shape.namespaces; i++) namespaces.push(await kube.namespace("bench-scale"));
@@ -114,7 +117,12 @@ export async function benchScale(kube: Kube, name: keyof typeof SCALE_SHAPES & s
     ...pools.map(p => p.atLeast(shape.pooled)),
   ]);
   pools.forEach(p => p.stop());
-  const converge = (now() - t0) / 1000;
+  return { namespaces, convergeSeconds: (now() - t0) / 1000 };
+}
+
+export async function benchScale(kube: Kube, name: keyof typeof SCALE_SHAPES & string) {
+  const shape = SCALE_SHAPES[name];
+  const { namespaces, convergeSeconds: converge } = await fillConverged(kube, shape);
   await sleep(15_000); // let the last status echoes settle
   const before = moduleRequests();
   await sleep(60_000);

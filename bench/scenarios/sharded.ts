@@ -17,7 +17,7 @@ import {
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { sleep, stats, tenths } from "../lib/stats";
-import { boxesSettled, fill, SCALE_SHAPES } from "./scale";
+import { fillConverged, SCALE_SHAPES } from "./scale";
 import {
   bestRate,
   type ClaimTarget,
@@ -174,19 +174,8 @@ async function rampThreeAgainstOne(kube: Kube, namespaces: string[]) {
  */
 async function tenThousandBoxes(kube: Kube) {
   const shape = SCALE_SHAPES.scale10k;
-  const t0 = Date.now();
-  const namespaces: string[] = [];
-  for (let i = 0; i < shape.namespaces; i++) namespaces.push(await kube.namespace("bench-scale"));
-  const pools = [];
-  for (let i = 0; i < namespaces.length; i += 4) {
-    pools.push(...(await Promise.all(namespaces.slice(i, i + 4).map(ns => fill(kube, ns, shape)))));
-  }
-  await Promise.all([
-    ...namespaces.map(ns => boxesSettled(kube, ns, shape.running, shape.paused)),
-    ...pools.map(p => p.atLeast(shape.pooled)),
-  ]);
-  pools.forEach(p => p.stop());
-  const converge = Math.round((Date.now() - t0) / 1000);
+  const { namespaces, convergeSeconds } = await fillConverged(kube, shape);
+  const converge = Math.round(convergeSeconds);
   await sleep(30_000);
   const figures = await Promise.all((await watcherPods(kube)).map(replicaFigures));
   figures.sort((a, b) => b.rssMiB - a.rssMiB);
