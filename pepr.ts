@@ -3,9 +3,11 @@ import { PeprModule } from "pepr";
 import cfg from "./package.json";
 import { config, CubePod, operator } from "./capabilities/cubepod";
 import { explainMutateDenial } from "./capabilities/admission/explain-denial";
+import { outlastApiServerIdleConnections } from "./capabilities/admission/webhook-keep-alive";
 import { isWatcher } from "./capabilities/operator";
 import { ShardedWatcher } from "./capabilities/shard/sharded-watcher";
 
+outlastApiServerIdleConnections();
 new PeprModule(cfg, [CubePod], { afterHook: explainMutateDenial });
 
 // The watcher (or `pepr dev`) also runs the operator's own watch and the metrics server; with

@@ -1,3 +1,4 @@
+import https from "node:https";
 import { localModuleEnv } from "../../hack/cluster/module-env";
 import { denied, Kube, Obj, paths } from "../../hack/lib/kube";
 
@@ -238,5 +239,39 @@ describe("the validating webhook, called by the API server", () => {
   it("admits a box for a pool that does not exist yet (GitOps applies in any order)", async () => {
     const r = await kube.create(path("PodBox"), obj("PodBox", "early", { warmPoolRef: "later" }));
     expect(r.status).toBe(201);
+  });
+});
+
+describe("the webhook server", () => {
+  /** A GET of `/healthz` on the webhook's own address; whether its connection was reused. */
+  const healthz = (url: URL, agent: https.Agent) =>
+    new Promise<{ status?: number; reused: boolean }>((resolve, reject) => {
+      const req = https.get(
+        { host: url.hostname, port: url.port, path: "/healthz", agent },
+        res => {
+          res.resume();
+          res.on("end", () => resolve({ status: res.statusCode, reused: req.reusedSocket }));
+        },
+      );
+      req.on("error", reject);
+    });
+
+  // The API server keeps an idle connection to a webhook for 90 s and sends its next call on it;
+  // a server that closes it sooner races that call, and the user's write fails.
+  it("keeps an idle connection open past Node's default of 5 s", async () => {
+    const hooks = await kube.get(
+      "/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/pepr-cubepod",
+    );
+    const url = hooks.body.webhooks[0].clientConfig.url;
+    // Pepr's ephemeral certificate has an empty issuer name, which Go accepts and OpenSSL takes
+    // for self-signed; what is checked here is the connection, and the API server checks the rest.
+    const agent = new https.Agent({ keepAlive: true, maxSockets: 1, rejectUnauthorized: false });
+    try {
+      expect(await healthz(new URL(url), agent)).toEqual({ status: 200, reused: false });
+      await new Promise(r => setTimeout(r, 7000));
+      expect(await healthz(new URL(url), agent)).toEqual({ status: 200, reused: true });
+    } finally {
+      agent.destroy();
+    }
   });
 });
