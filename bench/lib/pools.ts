@@ -53,14 +53,14 @@ export function poolReadiness(kube: Kube, ns: string, pool: string) {
       claimed.add(pod);
       ready.delete(pod);
     },
-    /** Resolves once at least `n` standbys are ready. */
-    atLeast: async (n: number) => {
+    /** Resolves once at least `n` standbys are ready, or fails after `timeoutMs`. */
+    atLeast: async (n: number, timeoutMs = 300_000) => {
       await started;
       if (ready.size >= n) return;
       await new Promise<void>((resolve, reject) => {
         const timer = setTimeout(
           () => reject(new Error(`pool ${pool} never had ${n} ready standbys`)),
-          300_000,
+          timeoutMs,
         );
         waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) });
       });

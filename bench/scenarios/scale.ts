@@ -9,6 +9,9 @@ import { startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { now, sleep } from "../lib/stats";
 
+/** How long a scale run may take to converge. */
+const CONVERGE_MS = 1_800_000;
+
 /** Resolves once `running` boxes are Running and `paused` Paused, from one list and a watch. */
 export async function boxesSettled(kube: Kube, ns: string, running: number, paused: number) {
   const count = (items: Obj[], phase: string) =>
@@ -16,7 +19,7 @@ export async function boxesSettled(kube: Kube, ns: string, running: number, paus
   await kube.waitForItems(
     paths.podboxes(ns),
     items => count(items, "Running") === running && count(items, "Paused") === paused,
-    1_800_000,
+    CONVERGE_MS,
   );
 }
 
@@ -114,7 +117,7 @@ export async function fillConverged(kube: Kube, shape: ScaleShape) {
   // Converged: every running box Running, every paused one Paused, each pool full (from watches).
   await Promise.all([
     ...namespaces.map(ns => boxesSettled(kube, ns, shape.running, shape.paused)),
-    ...pools.map(p => p.atLeast(shape.pooled)),
+    ...pools.map(p => p.atLeast(shape.pooled, CONVERGE_MS)),
   ]);
   pools.forEach(p => p.stop());
   return { namespaces, convergeSeconds: (now() - t0) / 1000 };
