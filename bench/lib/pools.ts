@@ -17,8 +17,9 @@ export async function deletePool(kube: Kube, ns: string, pool: string) {
 export type PoolReadiness = ReturnType<typeof poolReadiness>;
 
 /**
- * Follows the ready standby Pods of a pool from one list and a watch (the pool's status lags), so
- * that waiting for standbys between claims adds no requests of the benchmark's own.
+ * Follows the ready standby Pods of a pool from a list and watches (the pool's status lags), so
+ * that waiting for standbys between claims adds no requests of the benchmark's own but a list
+ * each time the API server ends a watch.
  */
 export function poolReadiness(kube: Kube, ns: string, pool: string) {
   const query = poolPods(ns, pool);
@@ -40,11 +41,15 @@ export function poolReadiness(kube: Kube, ns: string, pool: string) {
     else ready.delete(p.metadata.name);
     waiters = waiters.filter(w => (ready.size >= w.n ? (w.resolve(), false) : true));
   };
-  let stop = () => {};
-  const started = kube.get(query).then(r => {
-    for (const p of r.body.items as Obj[]) see("ADDED", p);
-    stop = kube.watchCollection(query, see, r.body.metadata.resourceVersion);
-  });
+  const follow = kube.followCollection(
+    query,
+    pods => {
+      ready.clear();
+      for (const p of pods) see("ADDED", p);
+    },
+    see,
+  );
+  const started = follow.started;
   return {
     /** Standbys ready now (as last seen by the watch). */
     ready: () => ready.size,
@@ -65,7 +70,7 @@ export function poolReadiness(kube: Kube, ns: string, pool: string) {
         waiters.push({ n, resolve: () => (clearTimeout(timer), resolve()) });
       });
     },
-    stop: () => stop(),
+    stop: () => follow.stop(),
   };
 }
 /** Creates a pool of the "python" template and follows its ready standbys. */

@@ -174,15 +174,46 @@ async function rampThreeAgainstOne(kube: Kube, namespaces: string[]) {
  */
 async function tenThousandBoxes(kube: Kube) {
   const shape = SCALE_SHAPES.scale10k;
+  const idle = await Promise.all((await watcherPods(kube)).map(replicaFigures));
   const { namespaces, convergeSeconds } = await fillConverged(kube, shape);
-  const converge = Math.round(convergeSeconds);
+  const running = shape.running * shape.namespaces;
+  const held = await memoryThreeAgainstOne(kube, running);
+  const idleRSS = Math.max(...idle.map(f => f.rssMiB));
+  const idleHeap = Math.max(...idle.map(f => f.heapUsedMiB));
+  const overIdle = (replica: number, one: number, base: number) =>
+    Math.round(((replica - base) / (one - base)) * 100) / 100;
+  results.shardedScale10k = {
+    what:
+      `${running} running + ${shape.paused * shape.namespaces} paused boxes + ` +
+      `${shape.pooled * shape.namespaces} pooled standbys in ${shape.namespaces} namespaces, ` +
+      "three watcher replicas; then the install scaled to one replica holding every shard; " +
+      "idle: a replica before the boxes were made",
+    convergeSeconds: Math.round(convergeSeconds),
+    idleReplicaRSSMiB: idleRSS,
+    idleReplicaHeapUsedMiB: idleHeap,
+    ...held,
+    largestReplicaOverOneRSSAboveIdle: overIdle(held.largestRSSMiB, held.oneReplicaRSSMiB, idleRSS),
+    largestReplicaOverOneHeapAboveIdle: overIdle(
+      held.largestHeapUsedMiB,
+      held.oneReplicaHeapUsedMiB,
+      idleHeap,
+    ),
+  };
+  console.log(`sharded: 10k: ${JSON.stringify(results.shardedScale10k)}`);
+  for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
+}
+
+/**
+ * Each of the three replicas' memory and namespaces once settled, then the install scaled to one
+ * replica: its memory once it serves all `running` boxes.
+ */
+export async function memoryThreeAgainstOne(kube: Kube, running: number) {
   await sleep(30_000);
   const figures = await Promise.all((await watcherPods(kube)).map(replicaFigures));
   figures.sort((a, b) => b.rssMiB - a.rssMiB);
 
   await scaleWatcher(kube, 1);
   await waitShardHolders(kube, SHARDS, allHeldByOne, 180_000);
-  const running = shape.running * shape.namespaces;
   let alone = await replicaFigures((await watcherPods(kube))[0]);
   for (let i = 0; i < 600 && alone.activeSandboxes !== running; i++) {
     await sleep(1000);
@@ -190,27 +221,22 @@ async function tenThousandBoxes(kube: Kube) {
   }
   await sleep(30_000);
   alone = await replicaFigures((await watcherPods(kube))[0]);
-
-  const row = Object.fromEntries(
-    figures.flatMap((f, i) => [
-      [`replica${i + 1}RSSMiB`, f.rssMiB],
-      [`replica${i + 1}HeapUsedMiB`, f.heapUsedMiB],
-      [`replica${i + 1}Namespaces`, f.namespaces],
-    ]),
-  );
-  results.shardedScale10k = {
-    what:
-      `${running} running + ${shape.paused * shape.namespaces} paused boxes + ` +
-      `${shape.pooled * shape.namespaces} pooled standbys in ${shape.namespaces} namespaces, ` +
-      "three watcher replicas; then the install scaled to one replica holding every shard",
-    convergeSeconds: converge,
-    ...row,
+  const largestRSS = Math.max(...figures.map(f => f.rssMiB));
+  const largestHeap = Math.max(...figures.map(f => f.heapUsedMiB));
+  return {
+    ...Object.fromEntries(
+      figures.flatMap((f, i) => [
+        [`replica${i + 1}RSSMiB`, f.rssMiB],
+        [`replica${i + 1}HeapUsedMiB`, f.heapUsedMiB],
+        [`replica${i + 1}Namespaces`, f.namespaces],
+      ]),
+    ),
+    largestRSSMiB: largestRSS,
+    largestHeapUsedMiB: largestHeap,
     oneReplicaRSSMiB: alone.rssMiB,
     oneReplicaHeapUsedMiB: alone.heapUsedMiB,
     oneReplicaNamespaces: alone.namespaces,
-    largestReplicaOverOneRSS: Math.round((figures[0].rssMiB / alone.rssMiB) * 100) / 100,
-    largestReplicaOverOneHeap: Math.round((figures[0].heapUsedMiB / alone.heapUsedMiB) * 100) / 100,
+    largestReplicaOverOneRSS: Math.round((largestRSS / alone.rssMiB) * 100) / 100,
+    largestReplicaOverOneHeap: Math.round((largestHeap / alone.heapUsedMiB) * 100) / 100,
   };
-  console.log(`sharded: 10k: ${JSON.stringify(results.shardedScale10k)}`);
-  for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
 }

@@ -267,38 +267,80 @@ export class Kube {
   }
 
   /**
-   * Waits until `predicate` holds for the items of a collection (query parameters allowed): a
-   * list, then a watch from it that keeps the items up to date.
+   * Resolves with a collection's items (query parameters allowed) once `predicate` holds for them,
+   * from a list and then watches, listed again whenever a watch ends; rejects after `timeoutMs`.
    */
-  async waitForItems(
+  waitForItems(
     collection: string,
     predicate: (items: Obj[]) => boolean,
     timeoutMs = 60_000,
   ): Promise<Obj[]> {
-    const first = await this.get(collection);
-    const items = new Map<string, Obj>(
-      (first.body.items as Obj[]).map(i => [i.metadata.name as string, i]),
-    );
-    if (predicate([...items.values()])) return [...items.values()];
+    const items = new Map<string, Obj>();
     return new Promise((resolve, reject) => {
-      const stop = this.watchCollection(
+      let done = false;
+      const finish = (error?: Error) => {
+        if (done) return;
+        done = true;
+        clearTimeout(timer);
+        follow.stop();
+        if (error) reject(error);
+        else resolve([...items.values()]);
+      };
+      const check = () => {
+        if (predicate([...items.values()])) finish();
+      };
+      const follow = this.followCollection(
         collection,
+        listed => {
+          items.clear();
+          for (const i of listed) items.set(i.metadata.name, i);
+          check();
+        },
         (type, o) => {
           if (type === "DELETED") items.delete(o.metadata.name);
           else items.set(o.metadata.name, o);
-          if (predicate([...items.values()])) {
-            clearTimeout(timer);
-            stop();
-            resolve([...items.values()]);
-          }
+          check();
         },
-        first.body.metadata.resourceVersion,
       );
-      const timer = setTimeout(() => {
-        stop();
-        reject(new Error(`timed out waiting on ${collection} (${items.size} items)`));
-      }, timeoutMs);
+      follow.started.catch(finish);
+      const timer = setTimeout(
+        () => finish(new Error(`timed out waiting on ${collection} (${items.size} items)`)),
+        timeoutMs,
+      );
     });
+  }
+
+  /**
+   * Follows a collection for as long as it takes: lists it (`onList` gets the items, in place of
+   * all seen before), watches from that list, and lists and watches again whenever a watch ends
+   * (the API server ends each within its timeout), until `stop`. `started` settles with the first
+   * list.
+   */
+  followCollection(
+    collection: string,
+    onList: (items: Obj[]) => void,
+    onEvent: (type: string, o: Obj) => void,
+  ): { started: Promise<void>; stop: () => void } {
+    let stopped = false;
+    let stopWatch = () => {};
+    const round = async () => {
+      const r = await this.get(collection);
+      if (r.status !== 200) throw new Error(`GET ${collection}: ${r.status} ${r.body.message}`);
+      if (stopped) return;
+      onList(r.body.items as Obj[]);
+      if (stopped) return;
+      stopWatch = this.watchCollection(collection, onEvent, r.body.metadata.resourceVersion, () => {
+        if (!stopped) again();
+      });
+    };
+    const again = (): void => void round().catch(() => setTimeout(() => stopped || again(), 1000));
+    return {
+      started: round(),
+      stop: () => {
+        stopped = true;
+        stopWatch();
+      },
+    };
   }
 
   /** Names of the objects at a collection path matching a label selector, sorted. */
