@@ -7,5 +7,6 @@ export function stats(ms: number[]): Stats {
   return { n: s.length, p50, p95, p99, max };
 }
 export const tenths = (x: number) => Math.round(x * 10) / 10;
+export const hundredths = (x: number) => Math.round(x * 100) / 100;
 export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 export const now = () => performance.now();

@@ -10,7 +10,7 @@ import { connectFrame, localTokenKey } from "../../hack/lib/podd-client";
 import { realTenant } from "../../hack/lib/tenant";
 import { results } from "../lib/results";
 import { sdkOptions } from "../lib/sdk";
-import { now, stats, tenths } from "../lib/stats";
+import { hundredths, now, stats, tenths } from "../lib/stats";
 
 const GATEWAY_PORT = Number(process.env.CUBEPOD_GATEWAY_PORT ?? 8080);
 const ENVD_PORT = 49983;
@@ -25,8 +25,6 @@ const AT_ONCE = 100;
 const BURSTS = 3;
 /** Iterations of each side of podd's Go benchmark. */
 const GO_ITERATIONS = 2000;
-
-const hundredths = (x: number) => Math.round(x * 100) / 100;
 
 /**
  * `commands.run("true")` as the SDK sends it (a Connect JSON Start of `/bin/bash -l -c true`),

@@ -8,7 +8,7 @@ import { podBox, podTemplate, REAL_NODE_PLACEMENT, realTemplate } from "../../ha
 import { policyControllerPid } from "./sandbox";
 import { results } from "../lib/results";
 import { sdkTenant } from "../lib/sdk";
-import { now, sleep, stats } from "../lib/stats";
+import { hundredths, now, sleep, stats } from "../lib/stats";
 
 /** A template placed on the real node, on its local volumes, forks copied. */
 const REAL_TEMPLATE = realTemplate("Filesystem", "1Gi");
@@ -152,7 +152,7 @@ export async function benchRealNode(kube: Kube) {
 
   const claims = await warmClaims(kube);
   const s = Object.fromEntries(Object.entries(m).map(([k, v]) => [k, stats(v)]));
-  const ratio = (a: number, b: number) => Math.round((a / b) * 100) / 100;
+  const ratio = (a: number, b: number) => hundredths(a / b);
   results.realNode = {
     what:
       `real node (runc, local volumes): box steps to the status showing them, against the least ` +

@@ -4,7 +4,7 @@ import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { openLoop, steady } from "../lib/arrivals";
 import { claimTimer, type PoolReadiness, poolPods, startPool } from "../lib/pools";
 import { results } from "../lib/results";
-import { sleep, stats, tenths } from "../lib/stats";
+import { hundredths, sleep, stats, tenths } from "../lib/stats";
 import { withFloorOperator } from "./floor";
 
 /** The rates of the ramp, claims per second; each step lasts {@link STEP_MS}. */
@@ -76,7 +76,7 @@ export async function benchSaturation(kube: Kube) {
       "and no errors, CubePod against the floor operator on the same pool",
     cubepodClaimsPerSecond: bestRate(ramp.cubepod),
     floorClaimsPerSecond: bestRate(ramp.floor),
-    ratio: Math.round((bestRate(ramp.cubepod) / Math.max(1, bestRate(ramp.floor))) * 100) / 100,
+    ratio: hundredths(bestRate(ramp.cubepod) / Math.max(1, bestRate(ramp.floor))),
     ...Object.fromEntries(ramp.cubepod.map(s => [`cubepod${s.rate}PerSecond`, s])),
     ...Object.fromEntries(ramp.floor.map(s => [`floor${s.rate}PerSecond`, s])),
   };

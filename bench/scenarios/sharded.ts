@@ -16,7 +16,7 @@ import {
 } from "../../hack/lib/shards";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
-import { sleep, stats, tenths } from "../lib/stats";
+import { hundredths, sleep, stats, tenths } from "../lib/stats";
 import { fillConverged, SCALE_SHAPES } from "./scale";
 import {
   bestRate,
@@ -162,7 +162,7 @@ async function rampThreeAgainstOne(kube: Kube, namespaces: string[]) {
       "with the same install scaled to one",
     threeReplicasClaimsPerSecond: bestRate(three),
     oneReplicaClaimsPerSecond: bestRate(one),
-    ratio: Math.round((bestRate(three) / Math.max(1, bestRate(one))) * 100) / 100,
+    ratio: hundredths(bestRate(three) / Math.max(1, bestRate(one))),
     ...Object.fromEntries(three.map(s => [`threeReplicas${s.rate}PerSecond`, s])),
     ...Object.fromEntries(one.map(s => [`oneReplica${s.rate}PerSecond`, s])),
   };
@@ -177,11 +177,6 @@ async function tenThousandBoxes(kube: Kube) {
   const idle = await Promise.all((await watcherPods(kube)).map(replicaFigures));
   const { namespaces, convergeSeconds } = await fillConverged(kube, shape);
   const running = shape.running * shape.namespaces;
-  const held = await memoryThreeAgainstOne(kube, running);
-  const idleRSS = Math.max(...idle.map(f => f.rssMiB));
-  const idleHeap = Math.max(...idle.map(f => f.heapUsedMiB));
-  const overIdle = (replica: number, one: number, base: number) =>
-    Math.round(((replica - base) / (one - base)) * 100) / 100;
   results.shardedScale10k = {
     what:
       `${running} running + ${shape.paused * shape.namespaces} paused boxes + ` +
@@ -189,25 +184,20 @@ async function tenThousandBoxes(kube: Kube) {
       "three watcher replicas; then the install scaled to one replica holding every shard; " +
       "idle: a replica before the boxes were made",
     convergeSeconds: Math.round(convergeSeconds),
-    idleReplicaRSSMiB: idleRSS,
-    idleReplicaHeapUsedMiB: idleHeap,
-    ...held,
-    largestReplicaOverOneRSSAboveIdle: overIdle(held.largestRSSMiB, held.oneReplicaRSSMiB, idleRSS),
-    largestReplicaOverOneHeapAboveIdle: overIdle(
-      held.largestHeapUsedMiB,
-      held.oneReplicaHeapUsedMiB,
-      idleHeap,
-    ),
+    ...(await memoryThreeAgainstOne(kube, running, idle)),
   };
   console.log(`sharded: 10k: ${JSON.stringify(results.shardedScale10k)}`);
   for (const ns of namespaces) await kube.delete(`/api/v1/namespaces/${ns}`);
 }
 
+type ReplicaFigures = Awaited<ReturnType<typeof replicaFigures>>;
+
 /**
  * Each of the three replicas' memory and namespaces once settled, then the install scaled to one
- * replica: its memory once it serves all `running` boxes.
+ * replica: its memory once it serves all `running` boxes; the largest replica's share of one's, in
+ * all and above what the replicas held when `idle`.
  */
-export async function memoryThreeAgainstOne(kube: Kube, running: number) {
+export async function memoryThreeAgainstOne(kube: Kube, running: number, idle: ReplicaFigures[]) {
   await sleep(30_000);
   const figures = await Promise.all((await watcherPods(kube)).map(replicaFigures));
   figures.sort((a, b) => b.rssMiB - a.rssMiB);
@@ -221,9 +211,15 @@ export async function memoryThreeAgainstOne(kube: Kube, running: number) {
   }
   await sleep(30_000);
   alone = await replicaFigures((await watcherPods(kube))[0]);
-  const largestRSS = Math.max(...figures.map(f => f.rssMiB));
-  const largestHeap = Math.max(...figures.map(f => f.heapUsedMiB));
+
+  const largest = (f: ReplicaFigures[], of: "rssMiB" | "heapUsedMiB") =>
+    Math.max(...f.map(x => x[of]));
+  /** The largest replica's share of the one replica's figure, above `base`. */
+  const share = (of: "rssMiB" | "heapUsedMiB", base = 0) =>
+    hundredths((largest(figures, of) - base) / (alone[of] - base));
   return {
+    idleReplicaRSSMiB: largest(idle, "rssMiB"),
+    idleReplicaHeapUsedMiB: largest(idle, "heapUsedMiB"),
     ...Object.fromEntries(
       figures.flatMap((f, i) => [
         [`replica${i + 1}RSSMiB`, f.rssMiB],
@@ -231,12 +227,14 @@ export async function memoryThreeAgainstOne(kube: Kube, running: number) {
         [`replica${i + 1}Namespaces`, f.namespaces],
       ]),
     ),
-    largestRSSMiB: largestRSS,
-    largestHeapUsedMiB: largestHeap,
+    largestRSSMiB: largest(figures, "rssMiB"),
+    largestHeapUsedMiB: largest(figures, "heapUsedMiB"),
     oneReplicaRSSMiB: alone.rssMiB,
     oneReplicaHeapUsedMiB: alone.heapUsedMiB,
     oneReplicaNamespaces: alone.namespaces,
-    largestReplicaOverOneRSS: Math.round((largestRSS / alone.rssMiB) * 100) / 100,
-    largestReplicaOverOneHeap: Math.round((largestHeap / alone.heapUsedMiB) * 100) / 100,
+    largestReplicaOverOneRSS: share("rssMiB"),
+    largestReplicaOverOneHeap: share("heapUsedMiB"),
+    largestReplicaOverOneRSSAboveIdle: share("rssMiB", largest(idle, "rssMiB")),
+    largestReplicaOverOneHeapAboveIdle: share("heapUsedMiB", largest(idle, "heapUsedMiB")),
   };
 }

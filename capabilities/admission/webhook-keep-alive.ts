@@ -4,9 +4,7 @@ import https from "node:https";
  * How long the module's HTTPS servers keep an idle connection open: longer than the API server
  * keeps one to a webhook (client-go's transports take Go's 90 s idle timeout).
  */
-export const WEBHOOK_KEEP_ALIVE_MS = 120_000;
-
-let applied = false;
+const WEBHOOK_KEEP_ALIVE_MS = 120_000;
 
 /**
  * Node closes an idle connection after 5 s, while the API server keeps it for 90 s and sends the
@@ -16,8 +14,6 @@ let applied = false;
  * this before Pepr starts its server.
  */
 export function outlastApiServerIdleConnections(): void {
-  if (applied) return;
-  applied = true;
   const createServer = https.createServer;
   https.createServer = ((...args: Parameters<typeof createServer>) => {
     const server = createServer(...args);
