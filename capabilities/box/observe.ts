@@ -117,7 +117,7 @@ export async function observeBox(
  * pool's every Pod, which a burst of claims would read once per box. With no name (a claim
  * whose status was lost to a restart), the pool's Pods.
  */
-export async function podsOfBox(
+async function podsOfBox(
   client: ApiClient,
   box: PodBox,
   { fromCache }: { fromCache: boolean },

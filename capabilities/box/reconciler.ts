@@ -3,7 +3,7 @@ import type { V1ObjectMeta } from "@kubernetes/client-node";
 import type { PodBox } from "../api/kinds";
 import type { PodBoxStatus } from "../api/podbox";
 import { paths } from "../client/paths";
-import { claimStandby, handOverVolumes } from "../claim/apply";
+import { claimStandby, handOverVolumes, claimedBefore } from "../claim/apply";
 import { claimedStatus } from "../claim/decide";
 import type { WarmClaims } from "../claim/warm-claims";
 import type { Standby } from "../claim/standby-index";
@@ -34,7 +34,7 @@ import {
   writeBoxStatus,
 } from "./apply";
 import { decideBox, readsFromCache } from "./decide";
-import { observeBox, podsOfBox } from "./observe";
+import { observeBox } from "./observe";
 import type { SeedIndex } from "../seed/seed-index";
 import type { AwaitedObject, BoxPlan, NameConflict } from "./types";
 import { WaitingBoxes } from "./waiting-boxes";
@@ -324,15 +324,14 @@ export class BoxReconciler {
 
   /**
    * True when a box that may predate this process already holds a Pod: a claim whose Pod patch
-   * landed before a restart and whose status write did not. The full reconcile then finishes
+   * landed before a restart and whose status write did not ({@link claimedBefore}). The full reconcile then finishes
    * that claim from what it reads (the Pod is the box's, so are the standby's volumes), instead
    * of a second claim leaving the first Pod running.
    */
   async #mayHaveClaimed(box: PodBox): Promise<boolean> {
     const created = new Date(box.metadata?.creationTimestamp ?? 0).getTime();
     if (created > this.#startedAt + CLOCK_SKEW_MS) return false;
-    const pods = await podsOfBox(this.deps.client, box, { fromCache: true });
-    return pods.length > 0;
+    return claimedBefore(this.deps.client, box, this.deps.claims.standbys);
   }
 
   /**

@@ -6,8 +6,8 @@ import { statusOf } from "../kit/api-errors";
 import { objectKey } from "../kit/object-key";
 import { takeOverPVC } from "../kit/object-actions";
 import type { WriteEchoes } from "../kit/write-echoes";
-import { LABEL_POOL } from "../manifests/labels";
-import { boxOwnerRef } from "../manifests/owner";
+import { LABEL_BOX, LABEL_POOL } from "../manifests/labels";
+import { boxOwnerRef, isControlledBy } from "../manifests/owner";
 import { claimIndexMisses } from "../metrics/registry";
 import { claimPatch } from "./decide";
 import type { Standby, StandbyIndex } from "./standby-index";
@@ -63,6 +63,27 @@ export async function claimStandby(
     }
   }
   return undefined;
+}
+
+/**
+ * True when the box controls a Pod although it has no status yet: a claim whose Pod patch landed
+ * and whose status write did not. The claimed standby still carries its pool's labels until the
+ * claim's finish relabels it; once relabelled (a full reconcile of the box may have done that
+ * meanwhile), it carries the box's. The pool is read once, and its watch keeps the index from
+ * then on: a burst of claims just after a start would otherwise read every Pod of the pool once
+ * per box.
+ */
+export async function claimedBefore(client: ApiClient, box: PodBox, index: StandbyIndex) {
+  const { namespace, name, uid } = box.metadata!;
+  const labelled = await client.list<V1Pod>(paths.pods(namespace!), `${LABEL_BOX}=${name}`, {
+    fromCache: true,
+  });
+  if (labelled.some(p => isControlledBy(p.metadata, uid!))) return true;
+  const pool = box.spec!.warmPoolRef!;
+  if (!index.wasRead(namespace!, pool)) {
+    index.refresh(namespace!, pool, await poolPods(client, namespace!, pool));
+  }
+  return index.holdsClaimed(uid!);
 }
 
 /** The Pods labelled as the pool's, from the API server's watch cache. */

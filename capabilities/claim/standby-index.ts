@@ -36,6 +36,13 @@ export class StandbyIndex {
   readonly #pools = new Map<string, Map<string, Standby>>();
   /** Standbys handed to a claim, by key: their pool's key and the version they were taken at. */
   readonly #taken = new Map<string, { pool: string; resourceVersion: string }>();
+  /**
+   * Pool Pods a box controls (claimed, not relabelled yet): the box's UID by Pod key, and back.
+   */
+  readonly #claimedPods = new Map<string, { box: string; pool: string }>();
+  readonly #claimedBy = new Map<string, string>();
+  /** Pools read from the API server since this process started ({@link refresh}). */
+  readonly #read = new Set<string>();
 
   /** Records a watch event of a pool Pod (added, modified or deleted). */
   observe(pod: V1Pod, deleted = false): void {
@@ -53,8 +60,12 @@ export class StandbyIndex {
   refresh(namespace: string, pool: string, pods: V1Pod[]): void {
     const listed = new Set(pods.map(keyOf));
     const poolKey = objectKey(namespace, pool);
+    this.#read.add(poolKey);
     for (const [key, t] of this.#taken) {
       if (t.pool === poolKey && !listed.has(key)) this.#taken.delete(key);
+    }
+    for (const [key, c] of this.#claimedPods) {
+      if (c.pool === poolKey && !listed.has(key)) this.#recordClaimed(key, undefined);
     }
     for (const pod of pods) {
       if (this.#taken.get(keyOf(pod))?.resourceVersion !== pod.metadata?.resourceVersion) {
@@ -70,8 +81,14 @@ export class StandbyIndex {
     const pool = meta.labels?.[LABEL_POOL];
     // The Pod's pool label may be gone (a claim took it): look in every pool.
     for (const members of this.#pools.values()) members.delete(keyOf(pod));
-    // A standby is what the pool made: its controller is the pool, and no box has it yet.
     const controller = meta.ownerReferences?.find(r => r.controller);
+    this.#recordClaimed(
+      keyOf(pod),
+      !deleted && pool && controller?.kind === "PodBox"
+        ? { box: controller.uid, pool: objectKey(ns, pool) }
+        : undefined,
+    );
+    // A standby is what the pool made: its controller is the pool, and no box has it yet.
     const made = controller?.kind === "PodWarmPool" && controller.name === pool;
     if (deleted || !pool || meta.deletionTimestamp || !made || meta.labels?.[LABEL_BOX]) return;
     const ready = pod.status?.phase === "Running" && Boolean(pod.status.podIP) && isPodReady(pod);
@@ -94,6 +111,29 @@ export class StandbyIndex {
         : {}),
     });
     this.#pools.set(objectKey(ns, pool), members);
+  }
+
+  #recordClaimed(podKey: string, claim: { box: string; pool: string } | undefined): void {
+    const before = this.#claimedPods.get(podKey);
+    if (before) this.#claimedBy.delete(before.box);
+    this.#claimedPods.delete(podKey);
+    if (!claim) return;
+    this.#claimedPods.set(podKey, claim);
+    this.#claimedBy.set(claim.box, podKey);
+  }
+
+  /**
+   * True when a Pod that still carries a pool's labels is the box's: claimed, by this process or
+   * one before it, and not relabelled yet. Known only for a pool read since this process started
+   * ({@link wasRead}); the watch keeps it from then on.
+   */
+  holdsClaimed(boxUID: string): boolean {
+    return this.#claimedBy.has(boxUID);
+  }
+
+  /** Whether the pool's Pods have been read from the API server since this process started. */
+  wasRead(namespace: string, pool: string): boolean {
+    return this.#read.has(objectKey(namespace, pool));
   }
 
   /** Takes a ready standby of the pool with the template hash, if any, out of the index. */

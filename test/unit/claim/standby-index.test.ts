@@ -9,7 +9,7 @@ const pod = (
     rv?: string;
     hash?: string;
     deleting?: boolean;
-    controller?: { kind: string; name: string };
+    controller?: { kind: string; name: string; uid?: string };
     box?: string;
   } = {},
 ): V1Pod => ({
@@ -129,6 +129,29 @@ describe("StandbyIndex", () => {
     // A watch that restarts replays the Pod as added: the index follows its watch, as before.
     index.observe(pod("a"));
     expect(index.take("ns", "pool")?.name).toBe("a");
+  });
+
+  it("knows which box holds a Pod still in its pool, from its watch and from a read", () => {
+    const index = new StandbyIndex();
+    const claimed = (name: string, rv: string) =>
+      pod(name, { rv, controller: { kind: "PodBox", name: "b1", uid: "box-1" } });
+    expect(index.wasRead("ns", "pool")).toBe(false);
+    index.observe(pod("a"));
+    expect(index.holdsClaimed("box-1")).toBe(false);
+    index.observe(claimed("a", "2"));
+    expect(index.holdsClaimed("box-1")).toBe(true);
+    // Relabelled by the claim's finish, it leaves the pool's watch.
+    index.observe(pod("a", { rv: "3", pool: null, box: "b1" }), true);
+    expect(index.holdsClaimed("box-1")).toBe(false);
+    // A read finds one claimed before this process; a later read no longer finds it.
+    index.refresh("ns", "pool", [claimed("b", "4")]);
+    expect(index.wasRead("ns", "pool")).toBe(true);
+    expect(index.wasRead("ns", "other")).toBe(false);
+    expect(index.holdsClaimed("box-1")).toBe(true);
+    index.refresh("ns", "other", []);
+    expect(index.holdsClaimed("box-1")).toBe(true);
+    index.refresh("ns", "pool", []);
+    expect(index.holdsClaimed("box-1")).toBe(false);
   });
 
   it("counts ready standbys per pool", () => {
