@@ -2,6 +2,7 @@ import { a, Log } from "pepr";
 import type { V1ObjectMeta } from "@kubernetes/client-node";
 import type { PodBox } from "../api/kinds";
 import type { PodBoxStatus } from "../api/podbox";
+import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
 import { claimStandby, handOverVolumes, claimedBefore } from "../claim/apply";
 import { claimedStatus } from "../claim/decide";
@@ -42,11 +43,8 @@ import { WaitingBoxes } from "./waiting-boxes";
 /** Passes of one reconcile: from the cache, consistent, with the conflict found. */
 const MAX_PASSES = 3;
 
-/**
- * Boxes created up to this long after the process started (the API server's clock may run ahead
- * of ours) may have claimed before it: they look for a claimed Pod before claiming again.
- */
-const CLOCK_SKEW_MS = 60_000;
+/** The longest wait between attempts to read the API server's clock at the start. */
+const SERVER_TIME_RETRY_MAX_MS = 10_000;
 
 export type BoxReconcilerDeps = ActionContext & {
   queue: WorkQueue;
@@ -70,10 +68,14 @@ export class BoxReconciler {
   /** Boxes waiting for an object to appear, be ready or go: its watch event wakes them. */
   readonly #waiting = new WaitingBoxes();
 
-  readonly #startedAt: number;
+  /**
+   * The API server's clock at (or just after) this reconciler's start, to the second: boxes it
+   * created before then may have claimed before the start.
+   */
+  readonly #startedAt: Promise<number>;
 
   constructor(private readonly deps: BoxReconcilerDeps) {
-    this.#startedAt = deps.clock().getTime();
+    this.#startedAt = serverTimeAtStart(deps.client);
   }
 
   /** A watch event of the box: a claim jumps the queue; the echo of our own write is dropped. */
@@ -329,8 +331,10 @@ export class BoxReconciler {
    * of a second claim leaving the first Pod running.
    */
   async #mayHaveClaimed(box: PodBox): Promise<boolean> {
+    // Both are the API server's clock rounded down to the second: a box created in a later
+    // second than the start was read in came after it.
     const created = new Date(box.metadata?.creationTimestamp ?? 0).getTime();
-    if (created > this.#startedAt + CLOCK_SKEW_MS) return false;
+    if (created > (await this.#startedAt)) return false;
     return claimedBefore(this.deps.client, box, this.deps.claims.standbys);
   }
 
@@ -357,6 +361,21 @@ export class BoxReconciler {
       reason: "WarmPoolClaimed",
       message: `Running: claimed warm standby ${standby.name} of PodWarmPool ${standby.pool}`,
     });
+  }
+}
+
+/**
+ * The API server's clock now, read again until it answers: a later reading only makes more boxes
+ * look for a claim of their own before claiming.
+ */
+async function serverTimeAtStart(client: ApiClient): Promise<number> {
+  for (let wait = 500; ; wait = Math.min(2 * wait, SERVER_TIME_RETRY_MAX_MS)) {
+    try {
+      return await client.serverTime();
+    } catch (e) {
+      Log.warn({ error: String(e) }, "cannot read the API server's clock; trying again");
+      await new Promise(resolve => setTimeout(resolve, wait));
+    }
   }
 }
 

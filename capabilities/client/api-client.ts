@@ -168,6 +168,20 @@ export class ApiClient {
     if (res.statusCode !== 200) throw new KubeError(res.statusCode, { message: text.trim() });
   }
 
+  /**
+   * The API server's clock now, in epoch milliseconds rounded down to its second (the `Date`
+   * header of its answer to `/version`), to compare with the timestamps it sets.
+   */
+  async serverTime(): Promise<number> {
+    const c = await this.#current();
+    const res = await request(`${c.server}/version`, { dispatcher: c.agent, headers: c.headers });
+    const text = await res.body.text();
+    if (res.statusCode !== 200) throw new KubeError(res.statusCode, { message: text.trim() });
+    const date = Date.parse(String(res.headers.date));
+    if (Number.isNaN(date)) throw new Error("the API server's answer has no Date header");
+    return date;
+  }
+
   #current(): Promise<Connection> {
     if (!this.#connection || Date.now() - this.#connectedAt >= this.refreshMs) {
       this.#connectedAt = Date.now();

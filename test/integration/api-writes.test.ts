@@ -147,6 +147,16 @@ describe("ApiClient", () => {
       unsubscribe("undici:client:connected", count);
     }
   });
+
+  it("reads the API server's clock on the scale of the creation timestamps it sets", async () => {
+    const before = await client.serverTime();
+    const created = await kube.mustCreate(paths.pvcs(ns), pvc("stamped"));
+    const after = await client.serverTime();
+    const stamped = Date.parse(created.metadata.creationTimestamp);
+    expect(before % 1000).toBe(0);
+    expect(before).toBeLessThanOrEqual(stamped);
+    expect(stamped).toBeLessThanOrEqual(after);
+  });
 });
 
 describe("claimStandby", () => {
