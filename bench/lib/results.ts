@@ -43,6 +43,7 @@ export const RERUN: Record<string, string> = {
   scale: "npm run bench -- scale",
   scale10k: "npm run bench -- scale10k",
   claimSaturation: "npm run bench -- saturation",
+  claimSaturationCost: "npm run bench -- saturation",
   shardedKill: "npm run bench -- sharded",
   shardedSaturation: "npm run bench -- sharded",
   shardedScale10k: "npm run bench -- sharded10k",

@@ -6,6 +6,7 @@ import { Sandbox } from "e2b";
 import { PoddControl } from "../../gateway/podd-control";
 import type { PodBox } from "../../capabilities/api/kinds";
 import { Kube, ROOT } from "../../hack/lib/kube";
+import { processCpuMs } from "../lib/process-cpu";
 import { results } from "../lib/results";
 import { sdkTenant } from "../lib/sdk";
 import { now, sleep, stats, tenths } from "../lib/stats";
@@ -34,16 +35,10 @@ const policies = (on: boolean) =>
 export const policyControllerPid = () =>
   Number(readFileSync(join(ROOT, ".cluster", "pids", "kube-router.pid"), "utf8").trim());
 
-/**
- * CPU milliseconds kube-router has used, its own and its finished children's (the iptables-save
- * and -restore of each sync), or 0 while it is stopped.
- */
+/** CPU milliseconds kube-router has used (with its policy syncs' iptables), or 0 while stopped. */
 function policyControllerCpuMs(): number {
   try {
-    const stat = readFileSync(`/proc/${policyControllerPid()}/stat`, "utf8");
-    // Fields after the command's closing parenthesis: utime, stime, cutime, cstime are 14-17.
-    const f = stat.slice(stat.lastIndexOf(")") + 2).split(" ");
-    return [11, 12, 13, 14].reduce((sum, i) => sum + Number(f[i]), 0) * 10;
+    return processCpuMs(policyControllerPid());
   } catch {
     return 0;
   }

@@ -1,14 +1,17 @@
 import { boxOfPod } from "../../capabilities/manifests/owner";
+import { auditEvents } from "../../hack/lib/audit";
 import { cluster, Kube, Obj, paths } from "../../hack/lib/kube";
 import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { openLoop, steady } from "../lib/arrivals";
+import { auditMs } from "../lib/audit";
 import { claimTimer, type PoolReadiness, poolPods, startPool } from "../lib/pools";
+import { cpuBetween, cpuByRole, type RoleCpu } from "../lib/process-cpu";
 import { results } from "../lib/results";
 import { hundredths, sleep, stats, tenths } from "../lib/stats";
 import { withFloorOperator } from "./floor";
 
 /** The rates of the ramp, claims per second; each step lasts {@link STEP_MS}. */
-export const RATES = [10, 20, 40, 60, 80, 120, 160];
+export const RATES = [10, 20, 40, 60, 70, 80, 90, 100, 110, 120, 130, 140, 160];
 export const STEP_MS = 3000;
 /** A claim not served within this long counts as an error. */
 const CLAIM_TIMEOUT_MS = 10_000;
@@ -33,7 +36,8 @@ export const bestRate = (steps: Step[]) =>
  * steps, until each has passed a p99 of 1 s or had errors. A claim is the PodBox create to its
  * `status.podIP` as a watching client sees it; one not served within 10 s, or served by a cold
  * start, is an error. The figure is each one's highest rate that kept p99 within 1 s without
- * errors, and their ratio.
+ * errors, and their ratio; and where the time of CubePod's highest rate went, against the floor
+ * at that rate: each process's CPU and the API requests per claim.
  */
 export async function benchSaturation(kube: Kube) {
   const ns = await kube.namespace("bench-saturation");
@@ -43,13 +47,16 @@ export async function benchSaturation(kube: Kube) {
   const ramp: { cubepod: Step[]; floor: Step[] } = { cubepod: [], floor: [] };
   const done = (steps: Step[]) => steps.some(saturated);
   const target = [{ ns, pool, standbys }];
+  const costs = { cubepod: new Map<number, StepCost>(), floor: new Map<number, StepCost>() };
   for (const rate of RATES) {
     if (done(ramp.cubepod) && done(ramp.floor)) break;
     const count = (rate * STEP_MS) / 1000;
     if (!done(ramp.cubepod)) {
       await standbys.atLeast(count);
       await sleep(2000);
-      ramp.cubepod.push(await step(kube, target, `c${rate}`, rate, count));
+      ramp.cubepod.push(
+        await costed(costs.cubepod, rate, () => step(kube, target, `c${rate}`, rate, count)),
+      );
       console.log(`saturation: CubePod at ${rate}/s: ${JSON.stringify(ramp.cubepod.at(-1))}`);
       await deleteBoxes(kube, ns);
     }
@@ -57,7 +64,9 @@ export async function benchSaturation(kube: Kube) {
       await standbys.atLeast(count);
       await sleep(2000);
       await withFloorOperator(ns, pool, async () => {
-        ramp.floor.push(await step(kube, target, `f${rate}`, rate, count));
+        ramp.floor.push(
+          await costed(costs.floor, rate, () => step(kube, target, `f${rate}`, rate, count)),
+        );
         console.log(`saturation: floor at ${rate}/s: ${JSON.stringify(ramp.floor.at(-1))}`);
         // Its boxes have no finalizer: they go at once, their Pods with them.
         await deleteBoxes(kube, ns);
@@ -80,8 +89,65 @@ export async function benchSaturation(kube: Kube) {
     ...Object.fromEntries(ramp.cubepod.map(s => [`cubepod${s.rate}PerSecond`, s])),
     ...Object.fromEntries(ramp.floor.map(s => [`floor${s.rate}PerSecond`, s])),
   };
+  const rate = bestRate(ramp.cubepod);
+  const [mine, floor] = [costs.cubepod.get(rate), costs.floor.get(rate)];
+  if (mine && floor) {
+    results.claimSaturationCost = {
+      what:
+        `per warm claim, at the highest rate CubePod kept within a p99 of 1 s (${rate}/s): the ` +
+        "CPU milliseconds each process used from the step's first claim to its last served, and " +
+        "the API requests in the claims' namespace (watches left out), CubePod against the floor " +
+        "operator; operator: the module or the floor operator, sender: the benchmark's process",
+      ...perClaim(ns, { cubepod: mine, floor }, (rate * STEP_MS) / 1000),
+    };
+  }
   await kube.delete(`/api/v1/namespaces/${ns}`);
   await kube.waitForItems(poolPods(ns, pool), items => items.length === 0, 300_000);
+}
+
+/** What a step cost: when it ran (epoch ms), and each role's CPU meanwhile. */
+type StepCost = { from: number; to: number; cpu: RoleCpu };
+
+/** The machine's processes by what they do in a claim. */
+function roleOf(pid: number, command: string): string {
+  if (pid === process.pid) return "sender";
+  if (/pepr-cubepod\.js|floor-operator\.ts/.test(command)) return "operator";
+  const program = command.split(" ")[0].split("/").pop();
+  return program === "kube-apiserver" || program === "etcd" ? program : "other";
+}
+
+/** Runs a step, and records its cost under its rate. */
+async function costed(costs: Map<number, StepCost>, rate: number, run: () => Promise<Step>) {
+  const [before, from] = [cpuByRole(roleOf), Date.now()];
+  const s = await run();
+  costs.set(rate, { from, to: Date.now(), cpu: cpuBetween(before, cpuByRole(roleOf)) });
+  return s;
+}
+
+/** Each role's CPU milliseconds and the API requests per claim, for each of the steps. */
+function perClaim(ns: string, steps: Record<string, StepCost>, claims: number) {
+  const requests = auditEvents(`"namespace":"${ns}"`, '"stage":"ResponseComplete"').filter(
+    e => e.verb !== "watch",
+  );
+  const each = (f: (c: StepCost) => number) =>
+    Object.fromEntries(Object.entries(steps).map(([k, c]) => [k, hundredths(f(c) / claims)]));
+  const cpu = (role?: string) => (c: StepCost) =>
+    role ? (c.cpu.get(role) ?? 0) : [...c.cpu.values()].reduce((a, b) => a + b, 0);
+  return {
+    kubeApiserverCpuMs: each(cpu("kube-apiserver")),
+    etcdCpuMs: each(cpu("etcd")),
+    operatorCpuMs: each(cpu("operator")),
+    senderCpuMs: each(cpu("sender")),
+    otherCpuMs: each(cpu("other")),
+    allCpuMs: each(cpu()),
+    apiRequests: each(
+      c =>
+        requests.filter(e => {
+          const at = auditMs(e.requestReceivedTimestamp);
+          return at >= c.from && at <= c.to;
+        }).length,
+    ),
+  };
 }
 
 /**
