@@ -326,9 +326,9 @@ export class BoxReconciler {
 
   /**
    * True when a box that may predate this process already holds a Pod: a claim whose Pod patch
-   * landed before a restart and whose status write did not ({@link claimedBefore}). The full reconcile then finishes
-   * that claim from what it reads (the Pod is the box's, so are the standby's volumes), instead
-   * of a second claim leaving the first Pod running.
+   * landed before a restart and whose status write did not ({@link claimedBefore}). The full
+   * reconcile then finishes that claim from what it reads (the Pod is the box's, so are the
+   * standby's volumes), instead of a second claim leaving the first Pod running.
    */
   async #mayHaveClaimed(box: PodBox): Promise<boolean> {
     // Both are the API server's clock rounded down to the second: a box created in a later

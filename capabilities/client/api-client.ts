@@ -162,10 +162,7 @@ export class ApiClient {
 
   /** Resolves when the API server reports itself ready (`/readyz`), throws otherwise. */
   async ready(): Promise<void> {
-    const c = await this.#current();
-    const res = await request(`${c.server}/readyz`, { dispatcher: c.agent, headers: c.headers });
-    const text = await res.body.text();
-    if (res.statusCode !== 200) throw new KubeError(res.statusCode, { message: text.trim() });
+    await this.#getPlain("/readyz");
   }
 
   /**
@@ -173,13 +170,18 @@ export class ApiClient {
    * header of its answer to `/version`), to compare with the timestamps it sets.
    */
   async serverTime(): Promise<number> {
-    const c = await this.#current();
-    const res = await request(`${c.server}/version`, { dispatcher: c.agent, headers: c.headers });
-    const text = await res.body.text();
-    if (res.statusCode !== 200) throw new KubeError(res.statusCode, { message: text.trim() });
-    const date = Date.parse(String(res.headers.date));
+    const date = Date.parse(String((await this.#getPlain("/version")).date));
     if (Number.isNaN(date)) throw new Error("the API server's answer has no Date header");
     return date;
+  }
+
+  /** A GET of one of the API server's own paths; resolves with the answer's headers. */
+  async #getPlain(path: string) {
+    const c = await this.#current();
+    const res = await request(`${c.server}${path}`, { dispatcher: c.agent, headers: c.headers });
+    const text = await res.body.text();
+    if (res.statusCode !== 200) throw new KubeError(res.statusCode, { message: text.trim() });
+    return res.headers;
   }
 
   #current(): Promise<Connection> {
