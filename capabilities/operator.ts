@@ -187,6 +187,7 @@ export class Operator {
    * watching works, and the metrics server. Called once, in the process that runs watches.
    */
   start(): void {
+    void this.boxes.start();
     const watcher = K8s(PodBox).Watch((box, phase) => {
       this.reaper.onBoxEvent(box, phase === "DELETED");
       keepMetadata(box);

@@ -72,10 +72,13 @@ export class BoxReconciler {
    * The API server's clock at (or just after) this reconciler's start, to the second: boxes it
    * created before then may have claimed before the start.
    */
-  readonly #startedAt: Promise<number>;
+  #startedAt?: Promise<number>;
 
-  constructor(private readonly deps: BoxReconcilerDeps) {
-    this.#startedAt = serverTimeAtStart(deps.client);
+  constructor(private readonly deps: BoxReconcilerDeps) {}
+
+  /** Reads the API server's clock, once: called when the process starts watching boxes. */
+  start(): Promise<number> {
+    return (this.#startedAt ??= serverTimeAtStart(this.deps.client));
   }
 
   /** A watch event of the box: a claim jumps the queue; the echo of our own write is dropped. */
@@ -334,7 +337,7 @@ export class BoxReconciler {
     // Both are the API server's clock rounded down to the second: a box created in a later
     // second than the start was read in came after it.
     const created = new Date(box.metadata?.creationTimestamp ?? 0).getTime();
-    if (created > (await this.#startedAt)) return false;
+    if (created > (await this.start())) return false;
     return claimedBefore(this.deps.client, box, this.deps.claims.standbys);
   }
 

@@ -100,6 +100,7 @@ class ShardInstance {
       () => this.active && valid(),
     );
     this.op = new Operator(config, this.client, undefined, () => this.active);
+    void this.op.boxes.start();
     const selector = { [LABEL_SHARD]: shardName(shard, config.shards.count) };
     shardWatches().forEach((w, i) => {
       const watcher = K8s(w.model, { labels: labelsOf(w, selector) }).Watch((obj, phase) => {
