@@ -26,10 +26,12 @@ export function poolReadiness(kube: Kube, ns: string, pool: string) {
   const ready = new Set<string>();
   // Standbys a box was seen running on. The watch's event for a Pod leaving the pool can come
   // after the box's: counted as ready, such a Pod would make the benchmark send a claim against
-  // an empty pool, and measure a cold start.
+  // an empty pool, and measure a cold start. A name leaves the set with its Pod: the pool may
+  // give a later standby the same name.
   const claimed = new Set<string>();
   let waiters: { n: number; resolve: () => void }[] = [];
   const see = (type: string, p: Obj) => {
+    if (type === "DELETED") claimed.delete(p.metadata.name);
     const isReady =
       type !== "DELETED" &&
       !p.metadata.deletionTimestamp &&
@@ -45,6 +47,8 @@ export function poolReadiness(kube: Kube, ns: string, pool: string) {
     query,
     pods => {
       ready.clear();
+      const listed = new Set(pods.map(p => p.metadata.name as string));
+      for (const name of claimed) if (!listed.has(name)) claimed.delete(name);
       for (const p of pods) see("ADDED", p);
     },
     see,
