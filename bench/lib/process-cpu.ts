@@ -48,3 +48,33 @@ export function cpuByRole(roleOf: (pid: number, command: string) => string): Rol
 /** What each role used between two readings. */
 export const cpuBetween = (before: RoleCpu, after: RoleCpu): RoleCpu =>
   new Map([...after].map(([role, ms]) => [role, ms - (before.get(role) ?? 0)]));
+
+/** The machine's busy and total CPU ticks so far, from the first line of /proc/stat. */
+function machineTicks(): { busy: number; total: number } {
+  const cpu = readFileSync("/proc/stat", "utf8").split("\n")[0].trim().split(/\s+/).slice(1);
+  const ticks = cpu.map(Number);
+  // idle and iowait are the 4th and 5th fields.
+  const total = ticks.reduce((a, b) => a + b, 0);
+  return { busy: total - ticks[3] - (ticks[4] ?? 0), total };
+}
+
+/**
+ * Resolves once the whole machine has been quiet (busy below `share` of its CPUs) for `seconds`
+ * in a row, or after `timeoutMs` whatever it does; says which it was. A step measured while the
+ * controllers still work off the step before it (garbage collection of its PVCs, a refill's
+ * scheduling) measures that work too.
+ */
+export async function machineQuiet(share = 0.3, seconds = 2, timeoutMs = 120_000) {
+  const end = Date.now() + timeoutMs;
+  let quietFor = 0;
+  let last = machineTicks();
+  while (Date.now() < end) {
+    await new Promise(r => setTimeout(r, 1000));
+    const now = machineTicks();
+    const busy = (now.busy - last.busy) / Math.max(1, now.total - last.total);
+    last = now;
+    quietFor = busy < share ? quietFor + 1 : 0;
+    if (quietFor >= seconds) return true;
+  }
+  return false;
+}

@@ -5,14 +5,20 @@ import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
 import { openLoop, steady } from "../lib/arrivals";
 import { auditMs } from "../lib/audit";
 import { claimTimer, type PoolReadiness, poolPods, startPool } from "../lib/pools";
-import { cpuBetween, cpuByRole, type RoleCpu } from "../lib/process-cpu";
+import { cpuBetween, cpuByRole, machineQuiet, type RoleCpu } from "../lib/process-cpu";
 import { results } from "../lib/results";
 import { hundredths, sleep, stats, tenths } from "../lib/stats";
 import { withFloorOperator } from "./floor";
 
 /** The rates of the ramp, claims per second; each step lasts {@link STEP_MS}. */
-export const RATES = [10, 20, 40, 60, 70, 80, 90, 100, 110, 120, 130, 140, 160];
+export const RATES = [10, 20, 40, 60, 70, 80, 90, 100, 110, 120, 130, 140, 160, 180, 200];
 export const STEP_MS = 3000;
+/**
+ * A ramp's pool: standbys for its fastest step. Every step starts on a full pool, so that none
+ * runs beside the refill of the step before it (the floor operator never refills: a CubePod step
+ * after a floor step would otherwise pay for the floor's claims).
+ */
+export const RAMP_POOL = (Math.max(...RATES) * STEP_MS) / 1000;
 /** A claim not served within this long counts as an error. */
 const CLAIM_TIMEOUT_MS = 10_000;
 /** Saturated: p99 above this, or any error. */
@@ -32,8 +38,8 @@ export const bestRate = (steps: Step[]) =>
 /**
  * Warm claims at saturation: an open-loop ramp, a step of 3 s at each rate (claims sent on a clock
  * whatever the answers do), CubePod and then the floor operator (floor-operator.ts: the claim's
- * two writes and nothing else, the module stopped) at each rate, on the same pool refilled between
- * steps, until each has passed a p99 of 1 s or had errors. A claim is the PodBox create to its
+ * two writes and nothing else, the module stopped) at each rate, on the same pool, full again
+ * and the machine quiet before each step, until each has passed a p99 of 1 s or had errors. A claim is the PodBox create to its
  * `status.podIP` as a watching client sees it; one not served within 10 s, or served by a cold
  * start, is an error. The figure is each one's highest rate that kept p99 within 1 s without
  * errors, and their ratio; and where the time of CubePod's highest rate went, against the floor
@@ -43,7 +49,7 @@ export async function benchSaturation(kube: Kube) {
   const ns = await kube.namespace("bench-saturation");
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const pool = "ramp-pool";
-  const standbys = await startPool(kube, ns, pool, (Math.max(...RATES) * STEP_MS) / 1000);
+  const standbys = await startPool(kube, ns, pool, RAMP_POOL);
   const ramp: { cubepod: Step[]; floor: Step[] } = { cubepod: [], floor: [] };
   const done = (steps: Step[]) => steps.some(saturated);
   const target = [{ ns, pool, standbys }];
@@ -52,8 +58,8 @@ export async function benchSaturation(kube: Kube) {
     if (done(ramp.cubepod) && done(ramp.floor)) break;
     const count = (rate * STEP_MS) / 1000;
     if (!done(ramp.cubepod)) {
-      await standbys.atLeast(count);
-      await sleep(2000);
+      await standbys.atLeast(RAMP_POOL);
+      await settle();
       ramp.cubepod.push(
         await costed(costs.cubepod, rate, () => step(kube, target, `c${rate}`, rate, count)),
       );
@@ -61,9 +67,9 @@ export async function benchSaturation(kube: Kube) {
       await deleteBoxes(kube, ns);
     }
     if (!done(ramp.floor)) {
-      await standbys.atLeast(count);
-      await sleep(2000);
+      await standbys.atLeast(RAMP_POOL);
       await withFloorOperator(ns, pool, async () => {
+        await settle();
         ramp.floor.push(
           await costed(costs.floor, rate, () => step(kube, target, `f${rate}`, rate, count)),
         );
@@ -103,6 +109,11 @@ export async function benchSaturation(kube: Kube) {
   }
   await kube.delete(`/api/v1/namespaces/${ns}`);
   await kube.waitForItems(poolPods(ns, pool), items => items.length === 0, 300_000);
+}
+
+/** Waits before a step until the machine is quiet, and says so when it never was. */
+async function settle() {
+  if (!(await machineQuiet())) console.log("saturation: the machine was not quiet before a step");
 }
 
 /** What a step cost: when it ran (epoch ms), and each role's CPU meanwhile. */

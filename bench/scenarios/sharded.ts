@@ -22,6 +22,7 @@ import {
   bestRate,
   type ClaimTarget,
   deleteBoxes,
+  RAMP_POOL,
   RATES,
   saturated,
   step,
@@ -124,7 +125,7 @@ async function killDuringClaims(kube: Kube, namespaces: string[]) {
  * install scaled to one replica holding all three shards.
  */
 async function rampThreeAgainstOne(kube: Kube, namespaces: string[]) {
-  const perPool = Math.ceil((Math.max(...RATES) * STEP_MS) / 1000 / SHARDS);
+  const perPool = Math.ceil(RAMP_POOL / SHARDS);
   const targets: ClaimTarget[] = await Promise.all(
     namespaces.map(async ns => ({
       ns,
@@ -136,7 +137,7 @@ async function rampThreeAgainstOne(kube: Kube, namespaces: string[]) {
     const steps: Step[] = [];
     for (const rate of RATES) {
       const count = (rate * STEP_MS) / 1000;
-      await Promise.all(targets.map(t => t.standbys.atLeast(Math.ceil(count / SHARDS))));
+      await Promise.all(targets.map(t => t.standbys.atLeast(perPool)));
       await sleep(2000);
       steps.push(await step(kube, targets, `${label}${rate}`, rate, count));
       console.log(`sharded: ${label} at ${rate}/s: ${JSON.stringify(steps.at(-1))}`);
