@@ -39,11 +39,12 @@ export const bestRate = (steps: Step[]) =>
  * Warm claims at saturation: an open-loop ramp, a step of 3 s at each rate (claims sent on a clock
  * whatever the answers do), CubePod and then the floor operator (floor-operator.ts: the claim's
  * two writes and nothing else, the module stopped) at each rate, on the same pool, full again
- * and the machine quiet before each step, until each has passed a p99 of 1 s or had errors. A claim is the PodBox create to its
- * `status.podIP` as a watching client sees it; one not served within 10 s, or served by a cold
- * start, is an error. The figure is each one's highest rate that kept p99 within 1 s without
- * errors, and their ratio; and where the time of CubePod's highest rate went, against the floor
- * at that rate: each process's CPU and the API requests per claim.
+ * and the machine quiet before each step, until each has passed a p99 of 1 s or had errors. A
+ * claim is the PodBox create to its `status.podIP` as a watching client sees it; one not served
+ * within 10 s, or served by a cold start, is an error. The figure is each one's highest rate
+ * that kept p99 within 1 s without errors, and their ratio; and where the time of CubePod's
+ * highest rate went, against the floor at that rate: each process's CPU and the API requests per
+ * claim.
  */
 export async function benchSaturation(kube: Kube) {
   const ns = await kube.namespace("bench-saturation");
