@@ -201,6 +201,9 @@ function run(o: BoxObservation): BoxPlan {
   const copyPods = o.pods.filter(p => p.role === "copy");
   const livePods = sandboxPods.filter(p => !p.deleting);
   const { keep: pod, remove } = choosePod(livePods, rootfsName, workspaceName);
+  // A claimed standby's volumes still the pool's become the box's before its Pod goes (a reset
+  // replaces it): the pool removes a standby's volumes once their Pod is gone.
+  if (remove.length > 0) actions.push(...adoptClaimed(o));
   actions.push(...remove.map(p => ({ type: "deletePod" as const, name: p.name })));
   const podGoing = remove.length > 0 || sandboxPods.some(p => p.deleting);
 
@@ -231,7 +234,8 @@ function run(o: BoxObservation): BoxPlan {
   }
   // Re-attached volumes, and a claimed standby's, become this box's: its volume policy applies.
   for (const pvc of [workspace, rootfs]) {
-    if (pvc && (pvc.owner === "none" || pvc.owner === "pool"))
+    const adopting = actions.some(a => a.type === "adoptPVC" && a.name === pvc?.name);
+    if (pvc && (pvc.owner === "none" || pvc.owner === "pool") && !adopting)
       actions.push({ type: "adoptPVC", name: pvc.name, owner: boxOwner(o) });
   }
   // A claimed standby's Pod whose relabelling the claim's finish did not get to.
@@ -295,10 +299,12 @@ function run(o: BoxObservation): BoxPlan {
 
   const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
   if (missing) {
+    // Named after the key the box runs on, which for a claimed standby's is the standby's: the
+    // status and the Pod name the same volume the create makes.
     const built = buildBoxPVCs({
       namespace: box.namespace,
       boxName: box.name,
-      volumeKey: spec.volumeKey,
+      volumeKey: key,
       template: o.template,
       rootfsGeneration: target,
       owner: boxOwner(o),

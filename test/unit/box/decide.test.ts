@@ -1244,6 +1244,73 @@ describe("decideBox: a claimed warm standby", () => {
     ).toEqual(["pool-x1-rootfs-g1", "pool-x1-workspace"]);
   });
 
+  it("resets on a new rootfs of the standby's volume key: the PVC it creates is the one its status and Pod name", () => {
+    const mine = claimedPVCs("this");
+    const spec = { warmPoolRef: "pool", rootfsGeneration: 2 };
+    const first = decideBox(obs({ spec, status: claimedStatus, pvcs: mine, pods: [claimedPod] }));
+    expect(types(first)).toEqual(["deletePod pool-x1", "createPVC pool-x1-rootfs-g2"]);
+    const created = first.actions.find(a => a.type === "createPVC");
+    expect(created?.type === "createPVC" && created.pvc.metadata?.labels).toMatchObject({
+      "pod.cubeplex.ai/box": "box",
+      "pod.cubeplex.ai/volume-key": "pool-x1",
+      "pod.cubeplex.ai/rootfs-generation": "2",
+    });
+    expect(first.status).toMatchObject({
+      phase: "Pending",
+      reason: "RootFSReset",
+      rootfsPVCName: "pool-x1-rootfs-g2",
+      workspacePVCName: "pool-x1-workspace",
+    });
+
+    const pvcs = [...mine, pvc("pool-x1-rootfs-g2", { volumeKey: "pool-x1" })];
+    const next = decideBox(obs({ spec, status: first.status, pvcs }));
+    expect(types(next)).toEqual(["deletePVC pool-x1-rootfs-g1", "createPod box"]);
+    const started = next.actions.find(a => a.type === "createPod");
+    expect(
+      started?.type === "createPod" &&
+        started.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName),
+    ).toEqual(["pool-x1-rootfs-g2", "pool-x1-workspace"]);
+
+    const onNew = pod({
+      rootfsClaim: "pool-x1-rootfs-g2",
+      workspaceClaim: "pool-x1-workspace",
+      volumeKey: "pool-x1",
+    });
+    const done = decideBox(
+      obs({
+        spec,
+        status: next.status,
+        pvcs: pvcs.filter(v => !v.name.endsWith("-g1")),
+        pods: [onNew],
+      }),
+    );
+    expect(done.actions).toEqual([]);
+    expect(done.status).toMatchObject({
+      phase: "Running",
+      reason: "RootFSReset",
+      podName: "box",
+      rootfsGeneration: 2,
+      rootfsPVCName: "pool-x1-rootfs-g2",
+    });
+  });
+
+  it("reset before its PVCs were handed over: takes both over, then replaces the Pod, and never calls the old rootfs another's", () => {
+    const spec = { warmPoolRef: "pool", rootfsGeneration: 2 };
+    const p = decideBox(
+      obs({ spec, status: claimedStatus, pvcs: claimedPVCs("pool"), pods: [claimedPod] }),
+    );
+    expect(types(p)).toEqual([
+      "adoptPVC pool-x1-workspace",
+      "adoptPVC pool-x1-rootfs-g1",
+      "deletePod pool-x1",
+      "createPVC pool-x1-rootfs-g2",
+    ]);
+    // Once the Pod is gone the old rootfs is the box's and goes; no VolumesInUse.
+    const pvcs = [...claimedPVCs("this"), pvc("pool-x1-rootfs-g2", { volumeKey: "pool-x1" })];
+    const next = decideBox(obs({ spec, status: p.status, pvcs }));
+    expect(types(next)).toEqual(["deletePVC pool-x1-rootfs-g1", "createPod box"]);
+  });
+
   // Before the claim's finish (lost to a restart, or failed), a pool removes a standby's PVCs once
   // their Pod is gone: a pause or an ending takes them over before it deletes the Pod.
   it("paused before its PVCs were handed over: takes them over, then deletes the Pod", () => {
