@@ -38,7 +38,7 @@ export class WarmClaims {
   readonly #finishes: DeferredWrites<string>;
 
   /**
-   * @param activity when claims started and how many are in flight
+   * @param activity when claims were last under way
    * @param finishWindow how long a finish waits for claims to be quiet
    * @param runFinish queues the box's run that finishes its claim
    */
@@ -63,6 +63,7 @@ export class WarmClaims {
     const uid = box.metadata!.uid!;
     if (!mayClaim(box) || this.#attempted.has(uid)) return false;
     this.#candidates.set(key, { box, at });
+    this.activity.queued(key);
     return true;
   }
 
@@ -77,6 +78,7 @@ export class WarmClaims {
   takeCandidate(key: string): { box: PodBox; at: number } | undefined {
     const c = this.#candidates.get(key);
     this.#candidates.delete(key);
+    this.activity.taken(key);
     if (c) this.#attempted.add(c.box.metadata!.uid!);
     return c;
   }

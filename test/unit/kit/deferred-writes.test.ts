@@ -24,7 +24,7 @@ describe("DeferredWrites", () => {
   let clock = 0;
   let written: string[];
   let failNext = false;
-  const claims = new ClaimActivity(() => clock);
+  let claims: ClaimActivity;
   const sink = (over: Partial<ConstructorParameters<typeof DeferredWrites>[1]> = {}) => {
     const s = new DeferredWrites<{ path: string; event: { reason: string } }>(
       async e => {
@@ -47,7 +47,7 @@ describe("DeferredWrites", () => {
   beforeEach(() => {
     jest.useFakeTimers();
     clock = 0;
-    claims.last = undefined;
+    claims = new ClaimActivity(() => clock);
     written = [];
   });
   afterEach(() => jest.useRealTimers());
@@ -83,6 +83,33 @@ describe("DeferredWrites", () => {
     expect(written).toEqual(["Old"]);
   });
 
+  it("holds events while a box waits to claim or a claim is in flight, however long ago it started", async () => {
+    const s = sink();
+    claims.queued("ns/a");
+    s.record({ path: "/e", event: { reason: "A" } });
+    await advance(500);
+    expect(written).toEqual([]);
+    let settle!: () => void;
+    claims.taken("ns/a");
+    const claim = claims.during(() => new Promise<void>(r => (settle = r)));
+    await advance(500);
+    expect(written).toEqual([]);
+    settle();
+    await claim;
+    await advance(60);
+    expect(written).toEqual([]);
+    await advance(40);
+    expect(written).toEqual(["A"]);
+  });
+
+  it("waits no longer than maxDelayMs for a box that waits to claim", async () => {
+    const s = sink({ maxDelayMs: 300 });
+    claims.queued("ns/a");
+    s.record({ path: "/e", event: { reason: "Old" } });
+    await advance(300);
+    expect(written).toEqual(["Old"]);
+  });
+
   it("goes on after a failed write, and drops the oldest beyond its capacity", async () => {
     const dropped: number[] = [];
     const s = sink({ capacity: 2, onDropped: n => dropped.push(n) });
@@ -108,6 +135,7 @@ describe("ClaimActivity", () => {
     const ok = clock.during(() => new Promise<void>(r => (finish = r)));
     const failed = clock.during(() => Promise.reject(new Error("HTTP 422")));
     expect(clock.last).toBe(42);
+    expect(new ClaimActivity().last).toBeUndefined();
     let released = false;
     void clock.noneInFlight(60_000).then(() => (released = true));
     await expect(failed).rejects.toThrow("HTTP 422");
