@@ -17,6 +17,7 @@ import type {
   BoxObservation,
   BoxPlan,
   NameConflict,
+  ObservedParent,
   ObservedPod,
   ObservedPVC,
 } from "./types";
@@ -145,20 +146,130 @@ export function boxOwner(o: BoxObservation): Owner {
   return boxOwnerRef(o.box.name, o.box.uid);
 }
 
+/**
+ * Moves a box towards Running, one lifecycle step after the other: each adds its actions, and the
+ * first that must wait or fail ends the pass with the status that says why.
+ */
 function run(o: BoxObservation): BoxPlan {
-  const { box } = o;
-  const spec = box.spec;
-  const prev = box.status ?? {};
+  const t = targetOf(o);
+  // Nothing is created or deleted next to an object that only looks like the box's.
+  if (o.conflict) return plan(o, [], nameInUse(o.conflict, t.key));
+  const pods = sortPods(o, t);
+  const actions = replacePods(o, pods);
+  const inUse = refuseVolumesInUse(o, t, actions);
+  if (inUse) return inUse;
+  actions.push(...deleteOldGenerations(o, t));
+  actions.push(...adoptVolumes(o, t, pods.keep, actions));
+  const unavailable = awaitVolumes(o, t, actions);
+  if (unavailable) return unavailable;
+  if (!hasTemplate(o)) return missingTemplate(o, t, pods.keep, actions);
+  const orphan = awaitParent(o, t, actions);
+  if (orphan) return orphan;
+  actions.push(...createVolumes(o, t));
+  const copying = copyVolumes(o, t, pods.copies, actions);
+  if (copying) return copying;
+  const retry = restartWithPodd(o, t, pods.keep, actions);
+  if (retry) return retry;
+  actions.push(...startPod(o, t, pods));
+  if (pods.keep && isRunning(pods.keep)) return reportRunning(o, t, pods.keep, actions);
+  return reportPending(o, t, pods, actions);
+}
+
+/** What the status says of a box's volumes. */
+type Volumes = { rootfsPVCName: string; workspacePVCName: string; rootfsPoddImage?: string };
+
+/** Where a box is heading, worked out once so that every step of {@link run} agrees on it. */
+type BoxTarget = {
+  /** The volume key its PVCs are named after ({@link volumeKeyOf}). */
+  key: string;
+  /** The PVCs of that key it may use, and which of them a claimed standby's Pod mounts. */
+  pvcs: ObservedPVC[];
+  claimedFromPool: (p: ObservedPVC) => boolean;
+  /** The rootfs generation it runs (if any), the one it wants, and whether that is a reset. */
+  current?: number;
+  generation: number;
+  resetting: boolean;
+  /** It never ran yet: only then are a fork's volumes cloned from its parent. */
+  initial: boolean;
+  /** A new fork's volumes come from its parent (`parent`, once that has them). */
+  clone: boolean;
+  parent?: Extract<ObservedParent, { state: "ready" }>;
+  /** The names of its PVCs, and the PVCs of those names that exist. */
+  rootfsName: string;
+  workspaceName: string;
+  rootfs?: ObservedPVC;
+  workspace?: ObservedPVC;
+  /** The podd an earlier Pod left on the rootfs volume, when known. */
+  volumePodd?: string;
+  volumes: Volumes;
+  /** Why it is heading to Running ({@link transitionReason}). */
+  reason: PodBoxReason;
+};
+
+/** Works out the box's target from its spec, its status and the PVCs of its volume key. */
+function targetOf(o: BoxObservation): BoxTarget {
   const key = volumeKeyOf(o);
   const { pvcs, claimedFromPool } = boxVolumes(o, key);
-  const actions: ObjectAction[] = [];
+  const { current, generation } = rootfsGenerations(o, pvcs);
+  const resetting = current !== undefined && generation > current;
+  const initial = o.box.status?.rootfsGeneration === undefined;
+  const clone = Boolean(o.box.spec.forkFrom) && initial && !resetting;
+  const rootfsName = rootfsPVCName(key, generation);
+  const workspaceName = workspacePVCName(key);
+  const rootfs = pvcs.find(p => p.role === "rootfs" && p.name === rootfsName);
+  const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
+  const volumePodd = volumePoddOf(o, rootfsName, rootfs, clone, parent);
+  return {
+    key,
+    pvcs,
+    claimedFromPool,
+    current,
+    generation,
+    resetting,
+    initial,
+    clone,
+    parent,
+    rootfsName,
+    workspaceName,
+    rootfs,
+    workspace: pvcs.find(p => p.role === "workspace" && p.name === workspaceName),
+    volumePodd,
+    volumes: {
+      rootfsPVCName: rootfsName,
+      workspacePVCName: workspaceName,
+      ...(volumePodd ? { rootfsPoddImage: volumePodd } : {}),
+    },
+    reason: transitionReason(o, resetting, initial),
+  };
+}
 
-  // Generations: the one the box runs (or, re-attaching, the newest kept), and the one it wants.
+/**
+ * The podd an earlier Pod left on the rootfs volume: the box's record of its volume, or a new
+ * fork's parent's, whose rootfs volume its own is a copy or a clone of, or the template's seed's
+ * when the volume is (or is about to be) a clone of it.
+ */
+function volumePoddOf(
+  o: BoxObservation,
+  rootfsName: string,
+  rootfs: ObservedPVC | undefined,
+  clone: boolean,
+  parent: BoxTarget["parent"],
+): string | undefined {
+  const prev = o.box.status ?? {};
+  if (prev.rootfsPVCName === rootfsName) return prev.rootfsPoddImage;
+  return clone ? parent?.rootfsPoddImage : seededPodd(o, rootfs);
+}
+
+/**
+ * The rootfs generation the box runs (or, re-attaching, the newest kept), and the one it wants.
+ * The status is writable by whoever holds podboxes/status: a generation beyond the spec's counts
+ * only when a rootfs of that generation exists (a re-attached key's), or a write to the status
+ * alone would replace the rootfs.
+ */
+function rootfsGenerations(o: BoxObservation, pvcs: ObservedPVC[]) {
+  const spec = o.box.spec;
   const keptGens = pvcs.filter(p => p.role === "rootfs" && !p.deleting && p.generation);
-  // The status is writable by whoever holds podboxes/status: a generation beyond the spec's counts
-  // only when a rootfs of that generation exists (a re-attached key's), or a write to the status
-  // alone would replace the rootfs.
-  const reported = prev.rootfsGeneration;
+  const reported = o.box.status?.rootfsGeneration;
   const trusted =
     reported !== undefined &&
     (reported <= spec.rootfsGeneration || keptGens.some(p => p.generation === reported))
@@ -166,240 +277,335 @@ function run(o: BoxObservation): BoxPlan {
       : undefined;
   const current =
     trusted ?? (keptGens.length > 0 ? Math.max(...keptGens.map(p => p.generation!)) : undefined);
-  const target = Math.max(spec.rootfsGeneration, current ?? 0);
-  const resetting = current !== undefined && target > current;
-  // A box that never ran yet: only then are a fork's volumes cloned from its parent.
-  const initial = prev.rootfsGeneration === undefined;
-  const rootfsName = rootfsPVCName(key, target);
-  const workspaceName = workspacePVCName(key);
-  const clone = Boolean(spec.forkFrom) && initial && !resetting;
-  // The podd an earlier Pod left on the rootfs volume: the box's record of its volume, or a new
-  // fork's parent's, whose rootfs volume its own is a copy or a clone of, or the template's
-  // seed's when the volume is (or is about to be) a clone of it.
-  const volumePodd =
-    prev.rootfsPVCName === rootfsName
-      ? prev.rootfsPoddImage
-      : clone
-        ? o.parent?.state === "ready"
-          ? o.parent.rootfsPoddImage
-          : undefined
-        : seededPodd(
-            o,
-            pvcs.find(p => p.role === "rootfs" && p.name === rootfsName),
-          );
-  const volumes = {
-    rootfsPVCName: rootfsName,
-    workspacePVCName: workspaceName,
-    ...(volumePodd ? { rootfsPoddImage: volumePodd } : {}),
-  };
+  return { current, generation: Math.max(spec.rootfsGeneration, current ?? 0) };
+}
 
-  // Nothing is created or deleted next to an object that only looks like the box's.
-  if (o.conflict) return plan(o, [], nameInUse(o.conflict, key));
+/** The target's PVCs, not all there yet: they are created, cloned or copied. */
+const missing = (t: BoxTarget) => !t.workspace || !t.rootfs;
 
-  const reason = transitionReason(o, resetting, initial);
+/** The box's Pods: the one it keeps, the ones it replaces, and a fork's copy Pods. */
+type BoxPods = {
+  keep?: ObservedPod;
+  remove: ObservedPod[];
+  live: ObservedPod[];
+  copies: ObservedPod[];
+  /** A Pod of the box is going: the next one waits for it (it has the same name). */
+  going: boolean;
+};
+
+/** Sorts the box's Pods: only one on the target's volumes, and still able to run, is kept. */
+function sortPods(o: BoxObservation, t: BoxTarget): BoxPods {
   const sandboxPods = o.pods.filter(p => p.role !== "copy");
-  const copyPods = o.pods.filter(p => p.role === "copy");
-  const livePods = sandboxPods.filter(p => !p.deleting);
-  const { keep: pod, remove } = choosePod(livePods, rootfsName, workspaceName);
-  // A claimed standby's volumes still the pool's become the box's before its Pod goes (a reset
-  // replaces it): the pool removes a standby's volumes once their Pod is gone.
-  if (remove.length > 0) actions.push(...adoptClaimed(o));
-  actions.push(...remove.map(p => ({ type: "deletePod" as const, name: p.name })));
-  const podGoing = remove.length > 0 || sandboxPods.some(p => p.deleting);
+  const live = sandboxPods.filter(p => !p.deleting);
+  const { keep, remove } = choosePod(live, t.rootfsName, t.workspaceName);
+  const going = remove.length > 0 || sandboxPods.some(p => p.deleting);
+  return { keep, remove, live, copies: o.pods.filter(p => p.role === "copy"), going };
+}
 
-  // Only volumes the operator kept for this key are re-attached; any other is someone else's.
-  const inUse = pvcs.find(
+/**
+ * Deletes the Pods the box replaces (a reset's, one that ended, a second one). A claimed standby's
+ * volumes still the pool's become the box's first: the pool removes a standby's volumes once
+ * their Pod is gone.
+ */
+function replacePods(o: BoxObservation, pods: BoxPods): ObjectAction[] {
+  if (pods.remove.length === 0) return [];
+  return [
+    ...adoptClaimed(o),
+    ...pods.remove.map(p => ({ type: "deletePod" as const, name: p.name })),
+  ];
+}
+
+/** Fails a box on a volume key another object uses: only volumes the operator kept re-attach. */
+function refuseVolumesInUse(
+  o: BoxObservation,
+  t: BoxTarget,
+  actions: ObjectAction[],
+): BoxPlan | undefined {
+  const inUse = t.pvcs.find(
     p =>
       p.owner === "other" ||
-      (p.owner === "pool" && !claimedFromPool(p)) ||
-      (p.owner === "none" && !p.retained && !claimedFromPool(p)),
+      (p.owner === "pool" && !t.claimedFromPool(p)) ||
+      (p.owner === "none" && !p.retained && !t.claimedFromPool(p)),
   );
-  if (inUse) {
+  if (!inUse) return undefined;
+  return plan(o, actions, {
+    phase: "Failed",
+    reason: "VolumesInUse",
+    message: `PVC ${inUse.name} belongs to another object; volume key "${t.key}" is in use`,
+  });
+}
+
+/** Deletes old rootfs generations once no Pod uses them: a reset keeps only the new one. */
+function deleteOldGenerations(o: BoxObservation, t: BoxTarget): ObjectAction[] {
+  return t.pvcs
+    .filter(old => old.role === "rootfs" && old.name !== t.rootfsName && !old.deleting)
+    .filter(old => !o.pods.some(p => p.rootfsClaim === old.name) && old.owner !== "other")
+    .map(old => ({ type: "deletePVC" as const, name: old.name }));
+}
+
+/**
+ * Makes re-attached volumes, and a claimed standby's, the box's own, so that its volume policy
+ * applies to them; a claimed standby's Pod gets the box's label if the claim's finish did not
+ * get to it. `actions` are the pass's so far, which may adopt some already.
+ */
+function adoptVolumes(
+  o: BoxObservation,
+  t: BoxTarget,
+  pod: ObservedPod | undefined,
+  actions: ObjectAction[],
+): ObjectAction[] {
+  const adopted = new Set(actions.flatMap(a => (a.type === "adoptPVC" ? [a.name] : [])));
+  const adopt: ObjectAction[] = [t.workspace, t.rootfs]
+    .filter((p): p is ObservedPVC => p !== undefined)
+    .filter(p => (p.owner === "none" || p.owner === "pool") && !adopted.has(p.name))
+    .map(p => ({ type: "adoptPVC", name: p.name, owner: boxOwner(o) }));
+  if (pod?.unlabelled && !pod.deleting) adopt.push({ type: "labelClaimedPod", name: pod.name });
+  return adopt;
+}
+
+/** Waits for a volume being deleted to go, and for the workspace a volume key re-attaches. */
+function awaitVolumes(
+  o: BoxObservation,
+  t: BoxTarget,
+  actions: ObjectAction[],
+): BoxPlan | undefined {
+  const deleting = [t.workspace, t.rootfs].find(p => p?.deleting);
+  if (deleting) {
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "VolumesNotFound",
+        message: `PVC ${deleting.name} is being deleted; waiting for it to go before creating it again`,
+      },
+      [{ kind: "PersistentVolumeClaim", name: deleting.name }],
+    );
+  }
+  const key = o.box.spec.volumeKey;
+  if (!key || t.workspace) return undefined;
+  return plan(
+    o,
+    actions,
+    {
+      phase: "Pending",
+      reason: "VolumesNotFound",
+      message: `no workspace PVC ${t.workspaceName} to re-attach for volume key "${key}"`,
+    },
+    [{ kind: "PersistentVolumeClaim", name: t.workspaceName }],
+  );
+}
+
+/** An observation whose template exists: every step after {@link missingTemplate} builds from it. */
+type Templated = BoxObservation & { template: NonNullable<BoxObservation["template"]> };
+const hasTemplate = (o: BoxObservation): o is Templated => o.template !== undefined;
+
+/** Without its template a box cannot make a Pod: a running one is kept, else the box waits. */
+function missingTemplate(
+  o: BoxObservation,
+  t: BoxTarget,
+  pod: ObservedPod | undefined,
+  actions: ObjectAction[],
+): BoxPlan {
+  const ref = o.box.spec.templateRef ?? "(the pool's template)";
+  if (pod && isRunning(pod)) {
+    // Nothing to do until the Pod must be made again; a template watch brings the box back.
+    return plan(o, actions, {
+      ...runningFields(pod, t.volumes, t.generation),
+      reason: "TemplateNotFound",
+      message: `PodTemplate ${ref} not found: the running Pod is kept, but it cannot be recreated`,
+    });
+  }
+  return plan(
+    o,
+    actions,
+    {
+      phase: "Pending",
+      reason: "TemplateNotFound",
+      message: `PodTemplate ${ref} not found in namespace ${o.box.namespace}`,
+    },
+    templateWaits(o),
+  );
+}
+
+/**
+ * A new fork's volumes are cloned or copied from its parent's: it waits for a parent that has
+ * them, and fails on one being deleted.
+ */
+function awaitParent(
+  o: BoxObservation,
+  t: BoxTarget,
+  actions: ObjectAction[],
+): BoxPlan | undefined {
+  if (!missing(t) || !t.clone) return undefined;
+  const state = o.parent?.state ?? "missing";
+  if (state === "ready") return undefined;
+  const parent = o.box.spec.forkFrom;
+  if (state === "deleting") {
+    // The parent's volumes may vanish during a clone: never start one. forkFrom is immutable, so
+    // this box cannot become valid again; it stays Failed with its data (none) untouched.
     return plan(o, actions, {
       phase: "Failed",
-      reason: "VolumesInUse",
-      message: `PVC ${inUse.name} belongs to another object; volume key "${key}" is in use`,
+      reason: "ForkParentDeleting",
+      message: `PodBox ${parent} is being deleted; a fork needs a parent that stays`,
     });
   }
+  return plan(
+    o,
+    actions,
+    {
+      phase: "Pending",
+      reason: state === "missing" ? "ForkParentNotFound" : "ForkParentNotReady",
+      message:
+        state === "missing"
+          ? `PodBox ${parent} (forkFrom) not found in namespace ${o.box.namespace}; waiting for it`
+          : `PodBox ${parent} (forkFrom) has no volumes yet; waiting for them`,
+    },
+    [{ kind: "PodBox", name: parent! }],
+  );
+}
 
-  const workspace = pvcs.find(p => p.role === "workspace" && p.name === workspaceName);
-  const rootfs = pvcs.find(p => p.role === "rootfs" && p.name === rootfsName);
+/**
+ * Creates the target's missing PVCs, named after the key the box runs on (for a claimed
+ * standby's, the standby's: the status and the Pod name the same volume the create makes). A
+ * rootfs is cloned from the template's filled seed, a new fork's volumes from its parent's.
+ */
+function createVolumes(o: Templated, t: BoxTarget): ObjectAction[] {
+  if (!missing(t)) return [];
+  const built = buildBoxPVCs({
+    namespace: o.box.namespace,
+    boxName: o.box.name,
+    volumeKey: t.key,
+    template: o.template,
+    rootfsGeneration: t.generation,
+    owner: boxOwner(o),
+    forkFrom: t.parent,
+  });
+  return [
+    ...(t.workspace ? [] : [{ type: "createPVC" as const, pvc: built.workspace }]),
+    ...(t.rootfs ? [] : [{ type: "createPVC" as const, pvc: built.rootfs }]),
+  ];
+}
 
-  // Old rootfs generations go once no Pod uses them (a reset keeps only the new one).
-  for (const old of pvcs) {
-    if (old.role !== "rootfs" || old.name === rootfsName || old.deleting) continue;
-    if (!o.pods.some(p => p.rootfsClaim === old.name) && old.owner !== "other") {
-      actions.push({ type: "deletePVC", name: old.name });
-    }
-  }
-  // Re-attached volumes, and a claimed standby's, become this box's: its volume policy applies.
-  for (const pvc of [workspace, rootfs]) {
-    const adopting = actions.some(a => a.type === "adoptPVC" && a.name === pvc?.name);
-    if (pvc && (pvc.owner === "none" || pvc.owner === "pool") && !adopting)
-      actions.push({ type: "adoptPVC", name: pvc.name, owner: boxOwner(o) });
-  }
-  // A claimed standby's Pod whose relabelling the claim's finish did not get to.
-  if (pod?.unlabelled && !pod.deleting) actions.push({ type: "labelClaimedPod", name: pod.name });
-
-  const deletingVolume = [workspace, rootfs].find(p => p?.deleting);
-  if (deletingVolume) {
-    return plan(
-      o,
-      actions,
-      {
-        phase: "Pending",
-        reason: "VolumesNotFound",
-        message: `PVC ${deletingVolume.name} is being deleted; waiting for it to go before creating it again`,
-      },
-      [{ kind: "PersistentVolumeClaim", name: deletingVolume.name }],
-    );
-  }
-
-  const missing = !workspace || !rootfs;
-  if (missing && spec.volumeKey && !workspace) {
-    return plan(
-      o,
-      actions,
-      {
-        phase: "Pending",
-        reason: "VolumesNotFound",
-        message: `no workspace PVC ${workspaceName} to re-attach for volume key "${spec.volumeKey}"`,
-      },
-      [{ kind: "PersistentVolumeClaim", name: workspaceName }],
-    );
-  }
-
-  if (!o.template) {
-    const ref = spec.templateRef ?? "(the pool's template)";
-    const running = pod && isRunning(pod);
-    if (running) {
-      // Nothing to do until the Pod must be made again; a template watch brings the box back.
-      return plan(o, actions, {
-        ...runningFields(pod, volumes, target),
-        reason: "TemplateNotFound",
-        message: `PodTemplate ${ref} not found: the running Pod is kept, but it cannot be recreated`,
-      });
-    }
-    return plan(
-      o,
-      actions,
-      {
-        phase: "Pending",
-        reason: "TemplateNotFound",
-        message: `PodTemplate ${ref} not found in namespace ${box.namespace}`,
-      },
-      templateWaits(o),
-    );
-  }
-
-  if (missing && clone) {
-    const parent = o.parent ?? { state: "missing" as const };
-    if (parent.state !== "ready") return waitForParent(o, actions, parent.state);
-  }
-
-  const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
-  if (missing) {
-    // Named after the key the box runs on, which for a claimed standby's is the standby's: the
-    // status and the Pod name the same volume the create makes.
-    const built = buildBoxPVCs({
-      namespace: box.namespace,
-      boxName: box.name,
-      volumeKey: key,
-      template: o.template,
-      rootfsGeneration: target,
-      owner: boxOwner(o),
-      forkFrom: parent,
-    });
-    if (!workspace) actions.push({ type: "createPVC", pvc: built.workspace });
-    if (!rootfs) actions.push({ type: "createPVC", pvc: built.rootfs });
-  }
-
-  // A fork's copied volumes: the box's Pod starts only once the copy is complete and its Pod gone.
+/** A fork's copied volumes: the box's Pod starts only once the copy is complete and its Pod gone. */
+function copyVolumes(
+  o: Templated,
+  t: BoxTarget,
+  copyPods: ObservedPod[],
+  actions: ObjectAction[],
+): BoxPlan | undefined {
+  const { workspace, rootfs, parent } = t;
   const copyFrom = {
     rootfsPVCName: rootfs?.copyFrom ?? parent?.rootfsPVCName,
     workspacePVCName: workspace?.copyFrom ?? parent?.workspacePVCName,
   };
   const uncopied = [workspace, rootfs].filter(p => p?.copyFrom && !p.copied) as ObservedPVC[];
-  const copyStarts = missing && parent !== undefined && o.template.spec.forkStrategy === "Copy";
+  const copyStarts = missing(t) && parent !== undefined && o.template.spec.forkStrategy === "Copy";
   if ((uncopied.length > 0 || copyStarts) && copyFrom.rootfsPVCName && copyFrom.workspacePVCName) {
-    const source = copyFrom as typeof volumes;
-    return copy(o, actions, copyPods, uncopied, { target: volumes, source });
+    const source = copyFrom as Volumes;
+    return copy(o, actions, copyPods, uncopied, { target: t.volumes, source });
   }
-  if (copyPods.length > 0) {
-    actions.push(
-      ...copyPods.filter(p => !p.deleting).map(p => ({ type: "deletePod" as const, name: p.name })),
-    );
-    return plan(o, actions, {
-      phase: "Pending",
-      reason,
-      message: "volumes copied; waiting for the copy Pod to go",
-      ...volumes,
-    });
-  }
+  if (copyPods.length === 0) return undefined;
+  actions.push(
+    ...copyPods.filter(p => !p.deleting).map(p => ({ type: "deletePod" as const, name: p.name })),
+  );
+  return plan(o, actions, {
+    phase: "Pending",
+    reason: t.reason,
+    message: "volumes copied; waiting for the copy Pod to go",
+    ...t.volumes,
+  });
+}
 
-  // A Pod that needed no init container, as its volume held podd, and does not start: the next
-  // one brings podd and checks the fill again, in case the volume is not what its record says.
-  if (pod?.rootfsPodd && pod.failure && !pod.deleting) {
-    actions.push({ type: "deletePod", name: pod.name });
-    return plan(o, actions, {
-      phase: "Pending",
-      reason,
-      message: `Pod ${pod.name} is not starting: ${pod.failure}; starting one that brings podd`,
-      ...volumes,
-      rootfsPoddImage: "",
-      rootfsGeneration: prev.rootfsGeneration,
-    });
-  }
+/**
+ * Replaces a Pod that needed no init container, as its volume held podd, and does not start: the
+ * next one brings podd and checks the fill again, in case the volume is not what its record says.
+ */
+function restartWithPodd(
+  o: BoxObservation,
+  t: BoxTarget,
+  pod: ObservedPod | undefined,
+  actions: ObjectAction[],
+): BoxPlan | undefined {
+  if (!pod?.rootfsPodd || !pod.failure || pod.deleting) return undefined;
+  actions.push({ type: "deletePod", name: pod.name });
+  return plan(o, actions, {
+    phase: "Pending",
+    reason: t.reason,
+    message: `Pod ${pod.name} is not starting: ${pod.failure}; starting one that brings podd`,
+    ...t.volumes,
+    rootfsPoddImage: "",
+    rootfsGeneration: o.box.status?.rootfsGeneration,
+  });
+}
 
-  if (!pod && !podGoing) {
-    const sameInjector = volumePodd === o.template.spec.poddInjectorImage;
-    actions.push({
-      type: "createPod",
-      pod: buildBoxPod({
-        namespace: box.namespace,
-        podName: box.name,
-        boxName: box.name,
-        volumeKey: key,
-        template: o.template,
-        rootfsPVCName: rootfsName,
-        workspacePVCName: workspaceName,
-        owner: boxOwner(o),
-        labels: egressLabels(box.spec),
-        ...(sameInjector ? { rootfsPodd: volumePodd } : {}),
-      }),
-    });
-  }
+/** Creates the box's Pod on the target's volumes once no Pod of the box is left or still going. */
+function startPod(o: Templated, t: BoxTarget, pods: BoxPods): ObjectAction[] {
+  if (pods.keep || pods.going) return [];
+  const { box } = o;
+  // A volume that holds the template's podd needs no init container to fill it.
+  const sameInjector = t.volumePodd === o.template.spec.poddInjectorImage;
+  const pod = buildBoxPod({
+    namespace: box.namespace,
+    podName: box.name,
+    boxName: box.name,
+    volumeKey: t.key,
+    template: o.template,
+    rootfsPVCName: t.rootfsName,
+    workspacePVCName: t.workspaceName,
+    owner: boxOwner(o),
+    labels: egressLabels(box.spec),
+    ...(sameInjector ? { rootfsPodd: t.volumePodd } : {}),
+  });
+  return [{ type: "createPod", pod }];
+}
 
-  if (pod && isRunning(pod)) {
-    // A box that is already Running for this reason keeps the message its transition wrote
-    // (a claim names its standby): rewriting it would cost a status write and change nothing.
-    const keep = prev.phase === "Running" && prev.reason === reason && prev.message;
-    return plan(o, actions, {
-      ...runningFields(pod, volumes, target),
-      reason,
-      message: keep
-        ? prev.message!
-        : runningMessage(reason, target, o.template.spec.forkStrategy === "Copy"),
-    });
-  }
-  const failed = livePods.find(p => p.phase === "Failed" || p.phase === "Succeeded");
+/** Reports the box Running on its kept, ready Pod, for the reason its transition started with. */
+function reportRunning(
+  o: Templated,
+  t: BoxTarget,
+  pod: ObservedPod,
+  actions: ObjectAction[],
+): BoxPlan {
+  const prev = o.box.status ?? {};
+  // A box that is already Running for this reason keeps the message its transition wrote
+  // (a claim names its standby): rewriting it would cost a status write and change nothing.
+  const keep = prev.phase === "Running" && prev.reason === t.reason && prev.message;
+  return plan(o, actions, {
+    ...runningFields(pod, t.volumes, t.generation),
+    reason: t.reason,
+    message: keep
+      ? prev.message!
+      : runningMessage(t.reason, t.generation, o.template.spec.forkStrategy === "Copy"),
+  });
+}
+
+/** Reports the box Pending on its Pod: starting, going, ended, or failing before it is ready. */
+function reportPending(
+  o: BoxObservation,
+  t: BoxTarget,
+  pods: BoxPods,
+  actions: ObjectAction[],
+): BoxPlan {
+  const { keep: pod, going } = pods;
+  const failed = pods.live.find(p => p.phase === "Failed" || p.phase === "Succeeded");
   // A Pod whose containers keep failing before it is ready (a volume that cannot be prepared,
   // an image without a shell): the sandbox never half-starts, and the box says why.
-  const failing = !failed && !podGoing && pod?.failure ? pod : undefined;
+  const failing = !failed && !going && pod?.failure ? pod : undefined;
   return plan(o, actions, {
     ...(userResume(o) ? { lastActivityAt: o.now } : {}),
     phase: "Pending",
-    reason: failed ? "PodFailed" : failing ? "PodNotStarting" : reason,
+    reason: failed ? "PodFailed" : failing ? "PodNotStarting" : t.reason,
     message: failed
       ? `Pod ${failed.name} ended (${failed.phase}); starting a new one`
       : failing
         ? `Pod ${failing.name} is not starting: ${failing.failure}; the kubelet retries it`
-        : podGoing
+        : going
           ? "waiting for the previous Pod to terminate"
-          : `waiting for Pod ${pod?.name ?? box.name} to be ready`,
-    podName: pod?.name ?? (podGoing ? undefined : box.name),
-    ...volumes,
-    rootfsGeneration: prev.rootfsGeneration,
+          : `waiting for Pod ${pod?.name ?? o.box.name} to be ready`,
+    podName: pod?.name ?? (going ? undefined : o.box.name),
+    ...t.volumes,
+    rootfsGeneration: o.box.status?.rootfsGeneration,
   });
 }
 
@@ -541,36 +747,6 @@ function nameInUse(c: NameConflict, key: string): Outcome {
     reason: "VolumesInUse",
     message: `PVC ${c.name} exists and is not this box's; volume key "${key}" is in use`,
   };
-}
-
-function waitForParent(
-  o: BoxObservation,
-  actions: ObjectAction[],
-  state: "missing" | "deleting" | "notReady",
-): BoxPlan {
-  const parent = o.box.spec.forkFrom;
-  if (state === "deleting") {
-    // The parent's volumes may vanish during a clone: never start one. forkFrom is immutable, so
-    // this box cannot become valid again; it stays Failed with its data (none) untouched.
-    return plan(o, actions, {
-      phase: "Failed",
-      reason: "ForkParentDeleting",
-      message: `PodBox ${parent} is being deleted; a fork needs a parent that stays`,
-    });
-  }
-  return plan(
-    o,
-    actions,
-    {
-      phase: "Pending",
-      reason: state === "missing" ? "ForkParentNotFound" : "ForkParentNotReady",
-      message:
-        state === "missing"
-          ? `PodBox ${parent} (forkFrom) not found in namespace ${o.box.namespace}; waiting for it`
-          : `PodBox ${parent} (forkFrom) has no volumes yet; waiting for them`,
-    },
-    [{ kind: "PodBox", name: parent! }],
-  );
 }
 
 /** What a box whose template is missing waits for: the template, and its pool if it has one. */
