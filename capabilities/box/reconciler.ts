@@ -2,30 +2,17 @@ import { a, Log } from "pepr";
 import type { V1ObjectMeta } from "@kubernetes/client-node";
 import type { PodBox } from "../api/kinds";
 import type { PodBoxStatus } from "../api/podbox";
-import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
-import { claimStandby, handOverVolumes, claimedBefore } from "../claim/apply";
-import { claimedStatus } from "../claim/decide";
+import { ClaimReconciler } from "../claim/reconciler";
 import type { WarmClaims } from "../claim/warm-claims";
-import type { Standby } from "../claim/standby-index";
-import {
-  NamespaceTerminatingError,
-  PermanentError,
-  RefusedError,
-  statusOf,
-} from "../kit/api-errors";
+import { NamespaceTerminatingError, PermanentError, RefusedError } from "../kit/api-errors";
 import { kubeTime, readyCondition } from "../kit/conditions";
-import { applyAction, ActionContext, labelClaimedPod, ObjectAction } from "../kit/object-actions";
+import { applyAction, ActionContext, ObjectAction } from "../kit/object-actions";
 import { objectKey } from "../kit/object-key";
 import type { WorkQueue, WorkResult } from "../kit/work-queue";
 import { WriteEchoes } from "../kit/write-echoes";
 import { boxOfPod, isControlledBy } from "../manifests/owner";
-import {
-  claimDuration,
-  countTransition,
-  reconcileDuration,
-  reconcileErrors,
-} from "../metrics/registry";
+import { countTransition, reconcileDuration, reconcileErrors } from "../metrics/registry";
 import type { PoolReconciler } from "../pool/reconciler";
 import {
   addFinalizer,
@@ -43,13 +30,11 @@ import { WaitingBoxes } from "./waiting-boxes";
 /** Passes of one reconcile: from the cache, consistent, with the conflict found. */
 const MAX_PASSES = 3;
 
-/** The longest wait between attempts to read the API server's clock at the start. */
-const SERVER_TIME_RETRY_MAX_MS = 10_000;
-
 export type BoxReconcilerDeps = ActionContext & {
   queue: WorkQueue;
   /** The time observations and claimed statuses are stamped with. */
   clock: () => Date;
+  /** The warm claims' state, which the box's claim runner ({@link ClaimReconciler}) keeps. */
   claims: WarmClaims;
   pools: Pick<PoolReconciler, "templateOf" | "replenishSoon" | "asked">;
   events: BoxEventRecorder;
@@ -60,37 +45,53 @@ export type BoxReconcilerDeps = ActionContext & {
 /**
  * Reconciles PodBoxes: every event about a box (the box, its Pod, its template, the reaper) goes
  * through one lane of the queue, and each run reads the box afresh, decides and applies. A new
- * box of a warm pool first tries to claim a standby (see {@link claim}).
+ * box of a warm pool first tries to claim a standby: the claim's run is {@link ClaimReconciler},
+ * which sees each event of the box and starts each reconcile.
  */
 export class BoxReconciler {
   /** Box versions this reconciler wrote: their watch events need no reconcile. */
   readonly #writes = new WriteEchoes();
   /** Boxes waiting for an object to appear, be ready or go: its watch event wakes them. */
   readonly #waiting = new WaitingBoxes();
+  /** The warm claims of new boxes of a pool, with the box's writes it needs passed in. */
+  readonly #claims: ClaimReconciler;
 
-  /**
-   * The API server's clock at (or just after) this reconciler's start, to the second: boxes it
-   * created before then may have claimed before the start.
-   */
-  #startedAt?: Promise<number>;
-
-  constructor(private readonly deps: BoxReconcilerDeps) {}
+  constructor(private readonly deps: BoxReconcilerDeps) {
+    const { client, events } = deps;
+    this.#claims = new ClaimReconciler({
+      client,
+      failpoints: deps.failpoints,
+      clock: deps.clock,
+      claims: deps.claims,
+      pools: deps.pools,
+      boxes: {
+        echoes: this.#writes,
+        writeStatus: (box, status) => writeBoxStatus(client, box, status),
+        hasFinalizer,
+        addFinalizer: box => addFinalizer(client, box),
+        recordEvent: (box, event) => events.record(box, event),
+      },
+    });
+  }
 
   /** Reads the API server's clock, once: called when the process starts watching boxes. */
   start(): Promise<number> {
-    return (this.#startedAt ??= serverTimeAtStart(this.deps.client));
+    return this.#claims.start();
   }
 
-  /** A watch event of the box: a claim jumps the queue; the echo of our own write is dropped. */
+  /**
+   * A watch event of the box: a claim jumps the queue; the echo of our own write is dropped (by
+   * the claim, which sees every event of the box, echoes included).
+   */
   onBoxEvent(box: PodBox): void {
-    const { claims, queue } = this.deps;
+    const { queue } = this.deps;
     const key = objectKey(box.metadata!.namespace!, box.metadata!.name!);
     // Forks wait for their parent's status, which is one of our own writes: before the echo check.
     this.wake("PodBox", box.metadata!.namespace!, box.metadata!.name!);
-    claims.settled(box);
-    this.#writes.unlessEcho(key, box.metadata?.resourceVersion, () => {
-      if (claims.consider(key, box, performance.now())) queue.addFirst(key);
-      else this.reconcileSoon(key);
+    this.#claims.onBoxEvent(key, box, outcome => {
+      if (outcome === "claim") queue.addFirst(key);
+      // Not reconcileSoon: the claim has seen the change already.
+      else queue.add(key);
     });
   }
 
@@ -102,14 +103,7 @@ export class BoxReconciler {
     const namespace = pod.metadata?.namespace;
     const boxName = boxOfPod(pod.metadata ?? {});
     if (!namespace || !boxName) return;
-    const podKey = objectKey(namespace, pod.metadata!.name!);
-    const enqueue = () => this.reconcileSoon(objectKey(namespace, boxName));
-    const podWrites = this.deps.claims.podWrites;
-    // A Pod on its way out has no echo left to recognise (and claimed Pods' names are unique).
-    if (deleted || pod.metadata?.deletionTimestamp) {
-      podWrites.forget(podKey);
-      enqueue();
-    } else podWrites.unlessEcho(podKey, pod.metadata?.resourceVersion, enqueue);
+    this.#claims.onPodEvent(pod, deleted, () => this.reconcileSoon(objectKey(namespace, boxName)));
   }
 
   /** A watch event of an object boxes may wait for: they look again. */
@@ -119,7 +113,7 @@ export class BoxReconciler {
 
   /** Asks for a full reconcile of the box: something about it changed. */
   reconcileSoon(key: string): void {
-    this.deps.claims.eventCame(key);
+    this.#claims.eventCame(key);
     this.deps.queue.add(key);
   }
 
@@ -132,22 +126,11 @@ export class BoxReconciler {
    * is being deleted ends the reconcile quietly: the box is deleted next.
    */
   async reconcile(key: string): Promise<WorkResult> {
-    const { claims, client, events } = this.deps;
-    const candidate = claims.takeCandidate(key);
-    if (candidate) {
-      if (await this.#claim(key, candidate.box, candidate.at)) return;
-      // No standby: back in line, to wait its turn for a cold start.
-      return { requeueAfterMs: 0 };
-    }
-    const unfinished = claims.takeUnfinished(key);
-    if (unfinished) {
-      // A failed finish is redone by the full reconcile, from what it reads.
-      const finished = await this.#finishClaim(key, unfinished.box, unfinished.standby).then(
-        () => true,
-        e => (Log.debug({ box: key, error: String(e) }, "claim not finished; reconciling"), false),
-      );
-      if (finished && unfinished.finishOnly) return;
-    }
+    const { client, events } = this.deps;
+    const claim = await this.#claims.reconcile(key);
+    if (claim === "done") return;
+    // No standby: back in line, to wait its turn for a cold start.
+    if (claim === "requeue") return { requeueAfterMs: 0 };
 
     const [namespace, name] = key.split("/");
     const since = this.#waiting.mark();
@@ -291,94 +274,6 @@ export class BoxReconciler {
       if (!isControlledBy(found.metadata, uid!)) return { conflict: wanted };
     }
     return undefined;
-  }
-
-  /**
-   * The warm claim: true when the box now runs on a standby. Its urgent part is two writes, the
-   * standby's Pod and then the box status, with no read. The rest ({@link #finishClaim}) waits
-   * until claims are quiet and runs before anything else the box's lane does. Until then the box
-   * is safe without it: deleting the box takes the standby's Pod, and the pool removes the PVCs
-   * it leaves; deleting the pool leaves the PVCs, which the claimed Pod also owns; a restart
-   * reconciles every box, which finishes the claim from what it reads.
-   */
-  async #claim(key: string, box: PodBox, since: number): Promise<boolean> {
-    const { claims, client, pools } = this.deps;
-    const namespace = box.metadata!.namespace!;
-    const pool = box.spec!.warmPoolRef!;
-    const poolKey = objectKey(namespace, pool);
-    const current = pools.templateOf(poolKey);
-    if (await this.#mayHaveClaimed(box)) return false;
-    // Writes that can wait do so until claims are quiet, and a pool's refill writes wait while
-    // one is in flight.
-    const standby = await claims.activity.during(async () => {
-      const s = await claimStandby(client, box, claims.standbys, current?.hash, claims.podWrites);
-      if (!s) return undefined;
-      await this.deps.failpoints.after("claimStandby");
-      const status = claimedStatus(box, s, current, kubeTime(this.deps.clock()));
-      await this.#writes.during(key, () => writeBoxStatus(client, box, status));
-      return s;
-    });
-    pools.asked(poolKey);
-    pools.replenishSoon(poolKey);
-    if (!standby) return false;
-    claimDuration.observe((performance.now() - since) / 1000);
-    countTransition("WarmPoolClaimed", { namespace, pool });
-    claims.claimed(key, { box, standby });
-    return true;
-  }
-
-  /**
-   * True when a box that may predate this process already holds a Pod: a claim whose Pod patch
-   * landed before a restart and whose status write did not ({@link claimedBefore}). The full
-   * reconcile then finishes that claim from what it reads (the Pod is the box's, so are the
-   * standby's volumes), instead of a second claim leaving the first Pod running.
-   */
-  async #mayHaveClaimed(box: PodBox): Promise<boolean> {
-    // Both are the API server's clock rounded down to the second: a box created in a later
-    // second than the start was read in came after it.
-    const created = new Date(box.metadata?.creationTimestamp ?? 0).getTime();
-    if (created > (await this.start())) return false;
-    return claimedBefore(this.deps.client, box, this.deps.claims.standbys);
-  }
-
-  /**
-   * The end of a claim: the cleanup finalizer and the PVC handover, together, then the Event.
-   * Their order does not matter: a claimed box deleted before its finalizer lands takes its
-   * volumes along (garbage collection, as their owner is gone), as the finalizer's cleanup would.
-   */
-  async #finishClaim(key: string, box: PodBox, standby: Standby): Promise<void> {
-    const { client, events, claims } = this.deps;
-    const { namespace, name } = box.metadata!;
-    await Promise.all([
-      hasFinalizer(box) ? undefined : this.#writes.during(key, () => addFinalizer(client, box)),
-      handOverVolumes(client, box, standby),
-      claims.podWrites.during(objectKey(namespace!, standby.name), () =>
-        labelClaimedPod(client, namespace!, standby.name, name!).catch(e => {
-          if (statusOf(e) === 404) return undefined; // the Pod is gone: nothing to label
-          throw e;
-        }),
-      ),
-    ]);
-    events.record(box, {
-      type: "Normal",
-      reason: "WarmPoolClaimed",
-      message: `Running: claimed warm standby ${standby.name} of PodWarmPool ${standby.pool}`,
-    });
-  }
-}
-
-/**
- * The API server's clock now, read again until it answers: a later reading only makes more boxes
- * look for a claim of their own before claiming.
- */
-async function serverTimeAtStart(client: ApiClient): Promise<number> {
-  for (let wait = 500; ; wait = Math.min(2 * wait, SERVER_TIME_RETRY_MAX_MS)) {
-    try {
-      return await client.serverTime();
-    } catch (e) {
-      Log.warn({ error: String(e) }, "cannot read the API server's clock; trying again");
-      await new Promise(resolve => setTimeout(resolve, wait));
-    }
   }
 }
 
