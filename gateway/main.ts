@@ -9,7 +9,12 @@ import { gatewayCredentials } from "./credentials";
 import { ConfigError } from "../capabilities/config";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../capabilities/api/kinds";
 import { loadGatewayConfig } from "./config";
-import { ControlApi } from "./control";
+import { ControlContext } from "./control/context";
+import type { ControlApi } from "./control/routes";
+import { SandboxMetricsApi } from "./control/sandbox-metrics";
+import { SandboxesApi } from "./control/sandboxes";
+import { SnapshotsApi } from "./control/snapshots";
+import { SandboxStarter } from "./control/start";
 import { Informer } from "./informer";
 import { API_KEY_SECRET_TYPE, KeyIndex } from "./keys";
 import { SandboxProxy } from "./proxy";
@@ -52,8 +57,14 @@ async function main(): Promise<void> {
     ),
   ];
   await Promise.all(informers.map(i => i.start()));
-  const control = new ControlApi(client, boxes, templates, pools, config);
-  const proxy = new SandboxProxy(boxes, client, config, (ns, id) => control.resume(ns, id));
+  const context = new ControlContext(client, boxes, templates, pools, config);
+  const starter = new SandboxStarter(context);
+  const control: ControlApi = {
+    sandboxes: new SandboxesApi(context, starter),
+    snapshots: new SnapshotsApi(context),
+    metrics: new SandboxMetricsApi(context),
+  };
+  const proxy = new SandboxProxy(boxes, client, config, (ns, id) => starter.resume(ns, id));
   const servers = [gatewayServer(config, keys, control, proxy)];
   if (config.tls) servers.push(gatewayServer(config, keys, control, proxy, config.tls));
   const metrics = startMetricsServer(

@@ -145,7 +145,7 @@ export class SandboxProxy {
   readonly #open = new Map<string, Set<OpenStream>>();
 
   /**
-   * @param resume resumes a paused sandbox and resolves once it serves (ControlApi.resume)
+   * @param resume resumes a paused sandbox and resolves once it serves (SandboxStarter.resume)
    */
   constructor(
     private readonly boxes: SandboxIndex,

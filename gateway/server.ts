@@ -1,8 +1,8 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
 import { createServer as createTlsServer, type Server as TlsServer } from "node:https";
 import type { GatewayConfig } from "./config";
-import type { Answer, ControlApi } from "./control";
-import { ApiError, sandboxIdOf } from "./e2b";
+import { findRoute, type Answer, type ControlApi } from "./control/routes";
+import { ApiError } from "./e2b";
 import type { KeyIndex } from "./keys";
 import { requestDuration, requests } from "./metrics";
 import { routeOf, sendJson, type SandboxProxy } from "./proxy";
@@ -74,13 +74,8 @@ export function gatewayServer(
   ): Promise<void> {
     const url = new URL(req.url ?? "/", "http://gateway");
     const method = req.method ?? "GET";
-    const parts = url.pathname.split("/").filter(Boolean);
-    const v2 = parts[0] === "v2";
-    if (v2) parts.shift();
-    // Snapshots: E2B lists them under /snapshots and deletes them as templates.
-    const snapshots = !v2 && parts[0] === "snapshots" && parts.length === 1 && method === "GET";
-    const template = !v2 && parts[0] === "templates" && parts.length === 2 && method === "DELETE";
-    if ((parts[0] !== "sandboxes" || parts.length > 3) && !snapshots && !template) {
+    const found = findRoute(method, url.pathname);
+    if (!found) {
       req.resume();
       throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
     }
@@ -91,48 +86,11 @@ export function gatewayServer(
       throw new ApiError(401, key ? "invalid API key" : "missing API key (header X-API-Key)");
     }
     const body = await readJson(req, config.maxBodyBytes);
-    if (snapshots || template) {
-      named(snapshots ? "snapshots" : "delete-template");
-      const answer = snapshots
-        ? control.listSnapshots(ns, url.searchParams)
-        : await control.deleteTemplate(ns, parts[1]);
-      return send(res, answer);
-    }
-    // `/sandboxes/metrics` names many sandboxes, not one called "metrics".
-    const many = parts[1] === "metrics" && parts.length === 2;
-    const id = parts[1] === undefined || many ? undefined : sandboxIdOf(parts[1]);
-    if (parts[1] !== undefined && !id) {
-      throw new ApiError(400, `invalid sandbox ID ${JSON.stringify(parts[1])}: expected [a-z0-9]+`);
-    }
-    const action = parts[2];
-    named(
-      id
-        ? (action ?? (method === "DELETE" ? "kill" : "info"))
-        : many
-          ? "metrics"
-          : method === "POST"
-            ? "create"
-            : "list",
-    );
-    let answer: Answer;
-    if (many && method === "GET") answer = await control.metricsOf(ns, url.searchParams);
-    else if (!id && method === "POST") answer = await control.create(ns, body);
-    else if (!id && method === "GET") answer = control.list(ns, url.searchParams, v2);
-    else if (id && !action && method === "GET") answer = control.info(ns, id);
-    else if (id && !action && method === "DELETE") answer = await control.kill(ns, id);
-    else if (id && (action === "connect" || action === "resume") && method === "POST")
-      answer = await control.connect(ns, id, body);
-    else if (id && action === "pause" && method === "POST") answer = await control.pause(ns, id);
-    else if (id && action === "timeout" && method === "POST")
-      answer = await control.setTimeout(ns, id, body);
-    else if (id && action === "metrics" && method === "GET")
-      answer = await control.metrics(ns, id, url.searchParams);
-    else if (id && action === "fork" && method === "POST")
-      answer = await control.fork(ns, id, body);
-    else if (id && action === "snapshots" && method === "POST")
-      answer = await control.snapshot(ns, id, body);
-    else throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
-    send(res, answer);
+    if (found.invalid) throw found.invalid;
+    named(found.name);
+    if (!found.route) throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
+    const { id, v2 } = found;
+    send(res, await found.route.handle(control, { ns, id, body, query: url.searchParams, v2 }));
   }
 
   return server;

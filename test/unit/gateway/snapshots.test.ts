@@ -1,8 +1,4 @@
-import type { ApiClient } from "../../../capabilities/client/api-client";
-import type { CubePodTemplate, PodBox, PodWarmPool } from "../../../capabilities/api/kinds";
-import { loadGatewayConfig } from "../../../gateway/config";
-import { ControlApi } from "../../../gateway/control";
-import { NamespacedCache, SandboxIndex } from "../../../gateway/sandboxes";
+import type { PodBox } from "../../../capabilities/api/kinds";
 import {
   parseSnapshotName,
   snapshotIdOf,
@@ -60,52 +56,5 @@ describe("snapshots", () => {
     const deleting = snapshot("ddd", "2026-12-01T10:00:00.400Z");
     Object.assign(deleting.metadata!, { deletionTimestamp: "2026-12-01T10:01:00Z" });
     expect(snapshotsNamed([deleting], "ddd:default", "team")).toEqual([]);
-  });
-});
-
-describe("the control API's snapshots", () => {
-  const api = (...boxes: PodBox[]) => {
-    const index = new SandboxIndex();
-    boxes.forEach(b => index.observe(b, false));
-    return new ControlApi(
-      {} as ApiClient,
-      index,
-      new NamespacedCache<CubePodTemplate>(),
-      new NamespacedCache<PodWarmPool>(),
-      loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: "k".repeat(32) }),
-    );
-  };
-  const ids = (a: { body?: unknown }) =>
-    (a.body as { snapshotID: string }[]).map(s => s.snapshotID);
-
-  it("pages newest first, also through snapshots of the same millisecond", () => {
-    const at = "2026-12-01T10:00:00.100Z";
-    const control = api(
-      snapshot("aaa", at),
-      snapshot("bbb", at),
-      snapshot("ccc", "2026-12-01T10:00:00.200Z"),
-      sandbox,
-    );
-    const seen: string[] = [];
-    let token: string | undefined;
-    do {
-      const page = control.listSnapshots(
-        "team",
-        new URLSearchParams(`limit=1${token ? `&nextToken=${token}` : ""}`),
-      );
-      seen.push(...ids(page));
-      token = page.headers?.["X-Next-Token"];
-    } while (token);
-    expect(seen).toEqual(["ccc:default", "bbb:default", "aaa:default"]);
-  });
-
-  it("refuses a template ID that is not percent-encoded, and a name of another namespace", async () => {
-    await expect(api().deleteTemplate("team", "%E0%A4%A")).rejects.toThrow(/not percent-encoded/);
-    expect(() => api().listSnapshots("team", new URLSearchParams("name=other/app"))).toThrow(
-      /namespace "other" is not yours/,
-    );
-    await expect(api().deleteTemplate("team", "nothing%3Adefault")).rejects.toThrow(
-      /snapshot "nothing:default" not found/,
-    );
   });
 });

@@ -1,0 +1,18 @@
+import type { ApiClient } from "../../../../capabilities/client/api-client";
+import type { CubePodTemplate, PodBox, PodWarmPool } from "../../../../capabilities/api/kinds";
+import { loadGatewayConfig } from "../../../../gateway/config";
+import { ControlContext } from "../../../../gateway/control/context";
+import { NamespacedCache, SandboxIndex } from "../../../../gateway/sandboxes";
+
+/** A control API context whose watch has shown these boxes, with no API server behind it. */
+export function controlContext(...boxes: PodBox[]): ControlContext {
+  const index = new SandboxIndex();
+  boxes.forEach(b => index.observe(b, false));
+  return new ControlContext(
+    {} as ApiClient,
+    index,
+    new NamespacedCache<CubePodTemplate>(),
+    new NamespacedCache<PodWarmPool>(),
+    loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: "k".repeat(32) }),
+  );
+}
