@@ -51,8 +51,6 @@ const segmentsOf = (path: string) => path.split("/").filter(Boolean);
 export const ROUTES: readonly Route[] = [
   row("GET", "/sandboxes", "list", (a, c) => a.sandboxes.list(c.ns, c.query, c.v2)),
   row("POST", "/sandboxes", "create", (a, c) => a.sandboxes.create(c.ns, c.body)),
-  // Not reached: findRoute reads `metrics` here as a sandbox ID, which it is not (400), before
-  // this row answers; reading only a row's own `{id}` would reach it.
   row("GET", "/sandboxes/metrics", "metrics", (a, c) => a.metrics.ofSandboxes(c.ns, c.query)),
   row("GET", "/sandboxes/{id}", "info", (a, c) => a.sandboxes.info(c.ns, c.id)),
   row("DELETE", "/sandboxes/{id}", "kill", (a, c) => a.sandboxes.kill(c.ns, c.id)),
@@ -95,8 +93,7 @@ export type Found = {
 /**
  * The route of a request; undefined when it is no API path, answered 404 before its key is read.
  * Under `/sandboxes` (to an action's depth) a path is the control API's even when no row answers
- * it: its key and its ID are checked before its 404, and a sandbox's action no row knows is
- * counted under its own name.
+ * it: its key and its ID are checked before its 404, and it is counted as `unknown`.
  */
 export function findRoute(method: string, pathname: string): Found | undefined {
   const parts = segmentsOf(pathname);
@@ -121,9 +118,11 @@ export function findRoute(method: string, pathname: string): Found | undefined {
   const raw = sandboxes ? parts[1] : undefined;
   const id = raw !== undefined && segments[1] === "{id}" ? sandboxIdOf(raw) : undefined;
   const invalid =
-    raw !== undefined && !id
+    raw !== undefined && segments[1] === "{id}" && !id
       ? new ApiError(400, `invalid sandbox ID ${JSON.stringify(raw)}: expected [a-z0-9]+`)
       : undefined;
-  const name = route?.name ?? rows[0]?.name ?? parts[2];
+  // A path no row knows is counted under one name: a client's made-up actions would otherwise
+  // each add a series to the gateway's metrics.
+  const name = route?.name ?? rows[0]?.name ?? "unknown";
   return { route, name, id: id ?? parts[segments.indexOf("{template}")] ?? "", v2, invalid };
 }

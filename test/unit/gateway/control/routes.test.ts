@@ -40,6 +40,8 @@ describe("the control API's routes", () => {
     ["POST", "/sandboxes/abc/pause", "pause", ["sandboxes.pause", "a", "abc"]],
     ["POST", "/sandboxes/abc/timeout", "timeout", ["sandboxes.setTimeout", "a", "abc", "body"]],
     ["GET", "/sandboxes/abc/metrics", "metrics", ["metrics.ofSandbox", "a", "abc", "q=1"]],
+    ["GET", "/sandboxes/metrics", "metrics", ["metrics.ofSandboxes", "a", "q=1"]],
+    ["GET", "/v2/sandboxes/metrics", "metrics", ["metrics.ofSandboxes", "a", "q=1"]],
     ["POST", "/sandboxes/abc/fork", "fork", ["sandboxes.fork", "a", "abc", "body"]],
     ["POST", "/sandboxes/abc/snapshots", "snapshots", ["snapshots.create", "a", "abc", "body"]],
     ["GET", "/snapshots", "snapshots", ["snapshots.list", "a", "q=1"]],
@@ -67,7 +69,7 @@ describe("the control API's routes", () => {
     ["POST", "/sandboxes/abc", "info"],
     ["GET", "/sandboxes/abc/pause", "pause"],
     ["GET", "/sandboxes/abc/resume", "resume"],
-    ["POST", "/sandboxes/abc/nothing", "nothing"],
+    ["POST", "/sandboxes/abc/nothing", "unknown"],
   ])("checks the key of %s %s before its 404, counted as %s", (method, path, name) => {
     expect(reached(method, path)).toEqual({ name, invalid: undefined });
   });
@@ -75,8 +77,6 @@ describe("the control API's routes", () => {
   it.each([
     ["GET", "/sandboxes/A_B", '"A_B"'],
     ["POST", "/sandboxes/a_b/nothing", '"a_b"'],
-    // The row's comment says why the batch call is refused.
-    ["GET", "/sandboxes/metrics", '"metrics"'],
   ])("refuses %s %s with a 400 naming its ID", (method, path, id) => {
     expect(findRoute(method, path)?.invalid?.message).toBe(
       `invalid sandbox ID ${id}: expected [a-z0-9]+`,
