@@ -24,6 +24,19 @@ export type GatewayConfig = {
   /** The largest request body the control API reads. */
   maxBodyBytes: number;
   /**
+   * Each tenant's (API key namespace's) control API calls: a token bucket refilled at
+   * `perSecond` and holding at most `burst`; undefined when not limited.
+   */
+  rateLimit?: { perSecond: number; burst: number };
+  /** Connections each listening port holds at once; past it, a new one is closed at once. */
+  maxConnections: number;
+  /** Requests and WebSockets proxied to one sandbox at once; past it, 429. */
+  maxSandboxConnections: number;
+  /** How long a request's headers may take to arrive, on every route. */
+  headersTimeoutMs: number;
+  /** How long a control API call's body may take to arrive (never a proxied request's). */
+  bodyTimeoutMs: number;
+  /**
    * HTTPS on its own port, when a certificate is given: the SDKs reach each sandbox at
    * `https://<port>-<id>.<domain>` unless pointed at one URL, and only that form lets a signed
    * URL, which carries no header, name its sandbox.
@@ -47,6 +60,24 @@ export const GATEWAY_SETTINGS = [
   ],
   ["CUBEPOD_GATEWAY_TLS_KEY_FILE", "(none)", "PEM private key of that certificate"],
   ["CUBEPOD_GATEWAY_TLS_PORT", "8443", "port of HTTPS"],
+  [
+    "CUBEPOD_GATEWAY_RATE_PER_SECOND",
+    "50",
+    "control API calls a tenant may make per second, on average; 0: no limit",
+  ],
+  ["CUBEPOD_GATEWAY_RATE_BURST", "500", "control API calls a tenant may make at once"],
+  ["CUBEPOD_GATEWAY_MAX_CONNECTIONS", "10000", "connections each listening port holds at once"],
+  [
+    "CUBEPOD_GATEWAY_MAX_SANDBOX_CONNECTIONS",
+    "2000",
+    "requests and WebSockets proxied to one sandbox at once",
+  ],
+  ["CUBEPOD_GATEWAY_HEADERS_TIMEOUT_SECONDS", "30", "time for a request's headers to arrive"],
+  [
+    "CUBEPOD_GATEWAY_BODY_TIMEOUT_SECONDS",
+    "30",
+    "time for a control API call's body to arrive (never a proxied request's)",
+  ],
   [
     "CUBEPOD_GATEWAY_TOKEN_KEY",
     "(required)",
@@ -78,6 +109,8 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   if (tokenKey.length < 32) {
     problems.push("CUBEPOD_GATEWAY_TOKEN_KEY: expected a secret of at least 32 characters");
   }
+  const perSecond = int("CUBEPOD_GATEWAY_RATE_PER_SECOND", 50, 0, 1_000_000);
+  const burst = int("CUBEPOD_GATEWAY_RATE_BURST", 500, 1, 1_000_000);
   const tls = tlsOf(env, domain, int("CUBEPOD_GATEWAY_TLS_PORT", 8443, 1, 65535), problems);
   const config = {
     host: get("CUBEPOD_GATEWAY_HOST", "127.0.0.1"),
@@ -88,6 +121,11 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     tokenKey,
     control: new PoddControl(tokenKey),
     maxBodyBytes: 1024 * 1024,
+    ...(perSecond > 0 ? { rateLimit: { perSecond, burst } } : {}),
+    maxConnections: int("CUBEPOD_GATEWAY_MAX_CONNECTIONS", 10_000, 1, 1_000_000),
+    maxSandboxConnections: int("CUBEPOD_GATEWAY_MAX_SANDBOX_CONNECTIONS", 2000, 1, 1_000_000),
+    headersTimeoutMs: int("CUBEPOD_GATEWAY_HEADERS_TIMEOUT_SECONDS", 30, 1, 3600) * 1000,
+    bodyTimeoutMs: int("CUBEPOD_GATEWAY_BODY_TIMEOUT_SECONDS", 30, 1, 3600) * 1000,
     ...(tls ? { tls } : {}),
   };
   if (problems.length > 0) throw new ConfigError(problems);

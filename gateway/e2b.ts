@@ -104,9 +104,11 @@ export const timeoutSchema = z.looseObject({ timeout: seconds });
 
 /** An E2B error: the SDK reads `code` from the body, so it always equals the HTTP status. */
 export class ApiError extends Error {
+  /** @param headers sent with the error's answer (a 429's `Retry-After`) */
   constructor(
     readonly code: number,
     message: string,
+    readonly headers: Record<string, string> = {},
   ) {
     super(message);
   }

@@ -21,6 +21,7 @@ import { SandboxProxy } from "./proxy";
 import { NamespacedCache, SandboxIndex } from "./sandboxes";
 import { gatewayRegistry } from "./metrics";
 import { startMetricsServer } from "../capabilities/metrics/server";
+import { TokenBuckets } from "./rate-limit";
 import { gatewayServer } from "./server";
 
 async function main(): Promise<void> {
@@ -65,8 +66,10 @@ async function main(): Promise<void> {
     metrics: new SandboxMetricsApi(context),
   };
   const proxy = new SandboxProxy(boxes, client, config, (ns, id) => starter.resume(ns, id));
-  const servers = [gatewayServer(config, keys, control, proxy)];
-  if (config.tls) servers.push(gatewayServer(config, keys, control, proxy, config.tls));
+  const limit = config.rateLimit;
+  const rateLimit = limit ? new TokenBuckets(limit.perSecond, limit.burst) : undefined;
+  const servers = [gatewayServer(config, keys, control, proxy, rateLimit)];
+  if (config.tls) servers.push(gatewayServer(config, keys, control, proxy, rateLimit, config.tls));
   const metrics = startMetricsServer(
     // Healthy while the API server answers: the watches then keep the caches current.
     async () =>

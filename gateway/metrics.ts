@@ -27,6 +27,12 @@ export const proxiedConnections = new Gauge({
   registers: [gatewayRegistry],
 });
 
+export const droppedConnections = new Counter({
+  name: "cubepod_gateway_dropped_connections_total",
+  help: "Connections closed on arrival: the port held CUBEPOD_GATEWAY_MAX_CONNECTIONS already",
+  registers: [gatewayRegistry],
+});
+
 export const autoResumes = new Counter({
   name: "cubepod_gateway_auto_resumes_total",
   help: "Paused sandboxes resumed by their own traffic (created with autoResume)",

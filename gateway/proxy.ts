@@ -18,6 +18,7 @@ import {
   sameToken,
   sandboxIdOf,
 } from "./e2b";
+import { internalError } from "./internal-errors";
 import { CONTROL_HEADER } from "./podd-control";
 import type { SandboxIndex } from "./sandboxes";
 
@@ -183,8 +184,25 @@ export class SandboxProxy {
     });
   }
 
-  /** The box and address a request goes to, or the error to answer. */
+  /**
+   * The box and address a request goes to, or the error to answer: 429 when the box has
+   * `maxSandboxConnections` streams open already (E2B's proxy too answers 429 to too many
+   * connections), so that one sandbox's traffic cannot take every connection the gateway holds.
+   */
   resolve(
+    route: Route,
+    method: string,
+    path: string,
+    headers: IncomingHttpHeaders,
+  ): Live | { sleeping: PodBox } | RouteError {
+    const chosen = this.#choose(route, method, path, headers);
+    if (!("ip" in chosen)) return chosen;
+    const max = this.config.maxSandboxConnections;
+    if (this.openTo(chosen.box.metadata?.uid ?? "") < max) return chosen;
+    return { status: 429, message: `too many connections to this sandbox: at most ${max} at once` };
+  }
+
+  #choose(
     route: Route,
     method: string,
     path: string,
@@ -260,9 +278,15 @@ export class SandboxProxy {
   /** Resumes the sandbox, then serves the request as if it had been running. */
   #wake(box: PodBox, fail: (message: string) => void, then: () => void): void {
     autoResumes.inc();
-    this.resume(box.metadata!.namespace!, box.metadata!.name!).then(then, e =>
-      fail(`The sandbox could not be resumed: ${e instanceof Error ? e.message : String(e)}`),
-    );
+    const { namespace, name } = box.metadata!;
+    this.resume(namespace!, name!).then(then, e => {
+      const error = internalError(e, {
+        call: "auto-resume",
+        namespace: namespace!,
+        sandbox: name!,
+      });
+      fail(`The sandbox could not be resumed: ${error.message}`);
+    });
   }
 
   handle(req: IncomingMessage, res: ServerResponse, route: Route, woken = false): void {

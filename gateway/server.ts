@@ -3,24 +3,37 @@ import { createServer as createTlsServer, type Server as TlsServer } from "node:
 import type { GatewayConfig } from "./config";
 import { findRoute, type Answer, type ControlApi } from "./control/routes";
 import { ApiError } from "./e2b";
+import { internalError } from "./internal-errors";
 import type { KeyIndex } from "./keys";
-import { requestDuration, requests } from "./metrics";
+import { droppedConnections, requestDuration, requests } from "./metrics";
 import { routeOf, sendJson, type SandboxProxy } from "./proxy";
+import { retryAfterSeconds, type TokenBuckets } from "./rate-limit";
 
-/** How much of a refused (413) body is read and dropped before the connection is cut. */
+/** How much of a refused call's body is read and dropped before the connection is cut. */
 const DRAIN_LIMIT = 64 * 1024 * 1024;
+/**
+ * How often the server looks for requests whose headers are late: the headers timeout holds to
+ * within this.
+ */
+const TIMEOUT_CHECK_MS = 1000;
 
 /**
  * The gateway's HTTP server (HTTPS with `tls`): a request that names a sandbox (headers or Host)
  * is proxied to it; any other is E2B's control API, authenticated by the `X-API-Key` of a
  * tenant's namespace. Every error is JSON `{code, message}` with `code` the HTTP status, as the
  * SDKs read it.
+ *
+ * Its limits: connections per port (`maxConnections`), the time a request's headers and a
+ * control call's body may take, each tenant's rate of control calls (`rateLimit`: one set of
+ * buckets for every port, as a tenant's calls may come to either). A proxied request has no
+ * time limit past its headers: a stream may be quiet for minutes and last for hours.
  */
 export function gatewayServer(
   config: GatewayConfig,
   keys: KeyIndex,
   control: ControlApi,
   proxy: SandboxProxy,
+  rateLimit: TokenBuckets | undefined,
   tls?: { cert: string; key: string },
 ): Server | TlsServer {
   const handle = (req: IncomingMessage, res: ServerResponse) => {
@@ -38,25 +51,27 @@ export function gatewayServer(
     }
     if (route) return proxy.handle(req, res, route);
     void serveControl(req, res, n => (name = n)).catch(e => {
-      const err = e instanceof ApiError ? e : unexpected(e);
-      if (err.code === 413) {
-        // The rest of the body is read and dropped, so that the client reads the answer, up to
-        // a bound past which the connection is cut; the connection ends with the answer.
-        res.setHeader("Connection", "close");
-        let dropped = 0;
-        const socket = req.socket;
-        req.on("data", (c: Buffer) => {
-          dropped += c.length;
-          if (dropped > DRAIN_LIMIT) socket?.destroy();
-        });
-        req.resume();
+      const err = internalError(e, { method: req.method ?? "", path: req.url ?? "" });
+      if (!req.complete) {
+        // A body cut short or too large: the connection ends with the answer.
+        if (err.code === 408 || err.code === 413) res.setHeader("Connection", "close");
+        discardBody(req, config.bodyTimeoutMs);
       }
-      if (!res.headersSent) sendJson(res, err.code, err.body());
+      if (res.headersSent) return;
+      for (const [h, v] of Object.entries(err.headers)) res.setHeader(h, v);
+      sendJson(res, err.code, err.body());
     });
   };
+  const options = {
+    headersTimeout: config.headersTimeoutMs,
+    connectionsCheckingInterval: TIMEOUT_CHECK_MS,
+  };
   const server = tls
-    ? createTlsServer({ cert: tls.cert, key: tls.key }, handle)
-    : createServer(handle);
+    ? createTlsServer({ ...options, cert: tls.cert, key: tls.key }, handle)
+    : createServer(options, handle);
+  // Past the cap a new connection is closed at once, before it costs more than its socket.
+  server.maxConnections = config.maxConnections;
+  server.on("drop", () => droppedConnections.inc());
   server.on("upgrade", (req, socket, head) => {
     const route = routeOf(req.headers, config.domain);
     if (!route || "status" in route) return void socket.destroy();
@@ -76,16 +91,26 @@ export function gatewayServer(
     const method = req.method ?? "GET";
     const found = findRoute(method, url.pathname);
     if (!found) {
-      req.resume();
       throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
     }
     const key = req.headers["x-api-key"];
     const ns = typeof key === "string" ? keys.namespaceOf(key) : undefined;
     if (!ns) {
-      req.resume();
       throw new ApiError(401, key ? "invalid API key" : "missing API key (header X-API-Key)");
     }
-    const body = await readJson(req, config.maxBodyBytes);
+    // Before the body is read: a tenant over its rate costs no more than its headers.
+    const wait = rateLimit?.take(ns) ?? 0;
+    if (wait > 0) {
+      named(found.name);
+      const seconds = retryAfterSeconds(wait);
+      throw new ApiError(
+        429,
+        `rate limit exceeded: at most ${rateLimit!.perSecond} API calls per second per ` +
+          `namespace (bursts of ${rateLimit!.burst}); retry in ${seconds} s`,
+        { "Retry-After": String(seconds) },
+      );
+    }
+    const body = await readJson(req, config.maxBodyBytes, config.bodyTimeoutMs);
     if (found.invalid) throw found.invalid;
     named(found.name);
     if (!found.route) throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
@@ -108,21 +133,30 @@ function send(res: ServerResponse, answer: Answer): void {
 }
 
 /**
- * The request body as JSON (undefined when empty); 413 beyond `max` bytes, 400 when not JSON. The
- * body is read with events, not an async iterator, whose early exit would destroy the socket
- * before the answer is written.
+ * The request body as JSON (undefined when empty); 413 beyond `max` bytes, 408 when it has not
+ * all come within `timeoutMs`, 400 when not JSON. The body is read with events, not an async
+ * iterator, whose early exit would destroy the socket before the answer is written.
  */
-function readJson(req: IncomingMessage, max: number): Promise<unknown> {
+function readJson(req: IncomingMessage, max: number, timeoutMs: number): Promise<unknown> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
     let size = 0;
+    const stop = (error: ApiError) => {
+      req.off("data", onData).off("end", onEnd);
+      clearTimeout(timer);
+      reject(error);
+    };
+    const timer = setTimeout(
+      () => stop(new ApiError(408, `request body not received within ${timeoutMs / 1000} s`)),
+      timeoutMs,
+    );
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size <= max) return void chunks.push(chunk);
-      req.off("data", onData).off("end", onEnd);
-      reject(new ApiError(413, `request body larger than ${max} bytes`));
+      stop(new ApiError(413, `request body larger than ${max} bytes`));
     };
     const onEnd = () => {
+      clearTimeout(timer);
       const text = Buffer.concat(chunks).toString("utf8").trim();
       if (!text) return resolve(undefined);
       try {
@@ -131,12 +165,27 @@ function readJson(req: IncomingMessage, max: number): Promise<unknown> {
         reject(new ApiError(400, "request body is not valid JSON"));
       }
     };
-    req.on("data", onData).on("end", onEnd).on("error", reject);
+    req
+      .on("data", onData)
+      .on("end", onEnd)
+      // The client went away: nothing to log, and no one to answer.
+      .on("error", () => stop(new ApiError(400, "request body broke off")));
   });
 }
 
-/** An error no rule expected (the API server's, a bug): logged, and answered as 500. */
-function unexpected(e: unknown): ApiError {
-  console.error(JSON.stringify({ level: "error", msg: "control API", error: String(e) }));
-  return new ApiError(500, `internal error: ${e instanceof Error ? e.message : String(e)}`);
+/**
+ * Reads and drops what is left of a refused call's body, so that the client reads the answer;
+ * past `DRAIN_LIMIT` bytes, or `timeoutMs`, the connection is cut.
+ */
+function discardBody(req: IncomingMessage, timeoutMs: number): void {
+  const socket = req.socket;
+  let dropped = 0;
+  const timer = setTimeout(() => socket.destroy(), timeoutMs);
+  const done = () => clearTimeout(timer);
+  req.once("end", done).once("close", done);
+  req.on("data", (c: Buffer) => {
+    dropped += c.length;
+    if (dropped > DRAIN_LIMIT) socket.destroy();
+  });
+  req.resume();
 }

@@ -1,6 +1,7 @@
 import { request } from "undici";
 import { z } from "zod";
 import type { PodBox } from "../../capabilities/api/kinds";
+import { AnswerTooLarge, MAX_DAEMON_ANSWER_BYTES, readBoundedText } from "../bounded-read";
 import { accessToken, ApiError, ended, endpointOf, stateOf } from "../e2b";
 import { CONTROL_HEADER } from "../podd-control";
 import type { ControlContext } from "./context";
@@ -105,9 +106,17 @@ export class SandboxMetricsApi {
         bodyTimeout: 5000,
       });
     } catch (e) {
-      throw new ApiError(502, `sandbox "${id}": its daemon did not answer /metrics: ${e}`);
+      // The error's text names the Pod's address, which is the cluster's, not the tenant's.
+      const why = (e as { code?: string }).code ?? (e as Error).name;
+      throw new ApiError(502, `sandbox "${id}": its daemon did not answer /metrics (${why})`);
     }
-    const text = await res.body.text();
+    let text: string;
+    try {
+      text = await readBoundedText(res.body, MAX_DAEMON_ANSWER_BYTES);
+    } catch (e) {
+      const why = e instanceof AnswerTooLarge ? e.message : "its answer broke off";
+      throw new ApiError(502, `sandbox "${id}": its daemon's /metrics failed: ${why}`);
+    }
     const parsed = poddMetricsSchema.safeParse(res.statusCode === 200 ? safeJson(text) : null);
     if (!parsed.success) {
       throw new ApiError(502, `sandbox "${id}": its daemon's /metrics answered ${res.statusCode}`);

@@ -27,6 +27,7 @@ import {
   templateOf,
   timeoutSchema,
 } from "../e2b";
+import { internalError } from "../internal-errors";
 import { isSnapshot, snapshotsNamed } from "../snapshots";
 import { endAt, type ControlContext } from "./context";
 import { limitOf, pageToken, parse } from "./requests";
@@ -253,7 +254,7 @@ export class SandboxesApi {
       Array.from({ length: input.count ?? 1 }, () =>
         this.starter.make(ns, spec, annotations, input, envVars).then(
           sandbox => ({ sandbox }),
-          e => ({ error: (e instanceof ApiError ? e : new ApiError(500, String(e))).body() }),
+          e => ({ error: internalError(e, { call: "fork", namespace: ns, sandbox: id }).body() }),
         ),
       ),
     );

@@ -11,6 +11,7 @@ import {
   templateIdOf,
   templateOf,
 } from "../e2b";
+import { internalError } from "../internal-errors";
 import {
   ANNOTATION_SNAPSHOT_NAME,
   ANNOTATION_SNAPSHOT_OF,
@@ -89,6 +90,10 @@ export class SnapshotsApi {
     } catch (e) {
       await client.delete(paths.podBoxes(ns, boxName)).catch(() => undefined);
       if (e instanceof ApiError) throw e;
+      // The API server's refusals are the cluster's business; the wait's timeout is the tenant's.
+      if (e instanceof KubeError) {
+        throw internalError(e, { call: "snapshot", namespace: ns, sandbox: id });
+      }
       throw new ApiError(504, `snapshot of "${id}" did not complete: ${(e as Error).message}`);
     }
     return { status: 201, body: snapshotInfo(created) };

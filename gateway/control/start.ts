@@ -13,6 +13,7 @@ import {
   newSandboxId,
   sandbox,
 } from "../e2b";
+import { AnswerTooLarge, MAX_DAEMON_ANSWER_BYTES, readBoundedText } from "../bounded-read";
 import { sandboxStart } from "../metrics";
 import { CONTROL_HEADER } from "../podd-control";
 import { endAt, startedNow, type ControlContext } from "./context";
@@ -187,12 +188,16 @@ export class SandboxStarter {
   }
 }
 
-/** `POST /init`'s status and, when refused, why; undefined when the daemon does not answer. */
+/**
+ * `POST /init`'s status and, when refused, why; undefined when the daemon does not answer. A
+ * refusal's text is read to {@link MAX_DAEMON_ANSWER_BYTES} at most.
+ */
 async function init(
   url: string,
   body: string,
   credential: string,
 ): Promise<{ status: number; why: string } | undefined> {
+  let text: string;
   try {
     const res = await request(`${url}/init`, {
       method: "POST",
@@ -205,7 +210,12 @@ async function init(
       await res.body.dump();
       return { status: res.statusCode, why: "" };
     }
-    const text = await res.body.text();
+    try {
+      text = await readBoundedText(res.body, MAX_DAEMON_ANSWER_BYTES);
+    } catch (e) {
+      if (e instanceof AnswerTooLarge) return { status: res.statusCode, why: e.message };
+      throw e;
+    }
     let why = text;
     try {
       why = (JSON.parse(text) as { message?: string }).message ?? text;
