@@ -26,19 +26,9 @@ import { PoddControl, publicKeyOf, signGrant } from "../../../gateway/podd-contr
 import type { ApiClient } from "../../../capabilities/client/api-client";
 import { SandboxIndex } from "../../../gateway/sandboxes";
 import type { CubePodTemplate, PodBox } from "../../../capabilities/api/kinds";
+import { box } from "./control/fixtures";
 
 const KEY = "k".repeat(32);
-const box = (name: string, extra: Partial<PodBox> = {}, ns = "a"): PodBox =>
-  ({
-    metadata: {
-      name,
-      namespace: ns,
-      uid: `uid-${name}`,
-      creationTimestamp: "2026-12-01T10:00:00Z",
-    },
-    spec: {},
-    ...extra,
-  }) as PodBox;
 
 describe("gateway configuration", () => {
   it("takes the defaults, and needs a token key", () => {

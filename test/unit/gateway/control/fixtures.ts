@@ -16,3 +16,16 @@ export function controlContext(...boxes: PodBox[]): ControlContext {
     loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: "k".repeat(32) }),
   );
 }
+
+/** A PodBox as the gateway's index holds it, created at a fixed time. */
+export const box = (name: string, extra: Partial<PodBox> = {}, ns = "a"): PodBox =>
+  ({
+    metadata: {
+      name,
+      namespace: ns,
+      uid: `uid-${name}`,
+      creationTimestamp: "2026-12-01T10:00:00Z",
+    },
+    spec: {},
+    ...extra,
+  }) as PodBox;

@@ -1,19 +1,7 @@
 import type { PodBox } from "../../../../capabilities/api/kinds";
 import { SandboxesApi } from "../../../../gateway/control/sandboxes";
 import { SandboxStarter } from "../../../../gateway/control/start";
-import { controlContext } from "./fixtures";
-
-const box = (name: string, extra: Partial<PodBox> = {}, ns = "a"): PodBox =>
-  ({
-    metadata: {
-      name,
-      namespace: ns,
-      uid: `uid-${name}`,
-      creationTimestamp: "2026-12-01T10:00:00Z",
-    },
-    spec: {},
-    ...extra,
-  }) as PodBox;
+import { box, controlContext } from "./fixtures";
 
 describe("the control API's list", () => {
   const made = (name: string, startedAt: string, extra: Record<string, unknown> = {}) =>
