@@ -253,6 +253,14 @@ describe.each(ORIGINS.map((o, i) => [o.title, o, i] as const))("a box %s", (titl
   let box: Obj;
   let gen: number;
 
+  /** The reset to `gen` done: the new rootfs mounted, the workspace kept; the tree reinstalled. */
+  const resetDone = async () => {
+    ({ box, podd } = await running(name, "RootFSReset"));
+    await expectRootfs(box, gen);
+    await expectData(podd, { workspace: text, installed: "gone" });
+    await install(podd);
+  };
+
   step("is made, and holds its data", async () => {
     ({ box, podd } = await origin.make(name));
     await seed(podd, text);
@@ -264,10 +272,7 @@ describe.each(ORIGINS.map((o, i) => [o.title, o, i] as const))("a box %s", (titl
     "rootfs reset: a new rootfs of its key, mounted; workspace kept, installed tree gone",
     async () => {
       await h.patchBox(name, { rootfsGeneration: ++gen });
-      ({ box, podd } = await running(name, "RootFSReset"));
-      await expectRootfs(box, gen);
-      await expectData(podd, { workspace: text, installed: "gone" });
-      await install(podd);
+      await resetDone();
     },
   );
 
@@ -275,10 +280,7 @@ describe.each(ORIGINS.map((o, i) => [o.title, o, i] as const))("a box %s", (titl
     await h.patchBox(name, { rootfsGeneration: gen + 1 });
     gen += 2;
     await h.patchBox(name, { rootfsGeneration: gen });
-    ({ box, podd } = await running(name, "RootFSReset"));
-    await expectRootfs(box, gen);
-    await expectData(podd, { workspace: text, installed: "gone" });
-    await install(podd);
+    await resetDone();
   });
 
   step(
@@ -327,10 +329,7 @@ describe.each(ORIGINS.map((o, i) => [o.title, o, i] as const))("a box %s", (titl
     expect(still.status.rootfsGeneration).toBe(gen - 1);
     expect(await h.podsOf(name)).toEqual([]);
     await h.patchBox(name, { desiredState: "Running" });
-    ({ box, podd } = await running(name, "RootFSReset"));
-    await expectRootfs(box, gen);
-    await expectData(podd, { workspace: text, installed: "gone" });
-    await install(podd);
+    await resetDone();
   });
 
   step(

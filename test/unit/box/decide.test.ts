@@ -68,6 +68,13 @@ const pod = (extra: Partial<ObservedPod> = {}): ObservedPod => ({
   restarts: 0,
   ...extra,
 });
+/** The PVCs the plan's new Pod mounts, in its volumes' order; none without a new Pod. */
+const podClaims = (p: ReturnType<typeof decideBox>) => {
+  const created = p.actions.find(a => a.type === "createPod");
+  return created?.type === "createPod"
+    ? created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName)
+    : [];
+};
 const types = (p: ReturnType<typeof decideBox>) =>
   p.actions.map(a => {
     if (a.type === "createPVC") return `createPVC ${a.pvc.metadata?.name}`;
@@ -588,12 +595,7 @@ describe("decideBox: rootfs reset", () => {
     expect(waiting.actions).toEqual([]);
     const p = decideBox(obs({ spec: { rootfsGeneration: 2 }, status: waiting.status, pvcs }));
     expect(types(p)).toEqual(["deletePVC box-rootfs-g1", "createPod box"]);
-    const created = p.actions.find(a => a.type === "createPod");
-    const claims =
-      created?.type === "createPod"
-        ? created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName)
-        : [];
-    expect(claims).toEqual(["box-rootfs-g2", "box-workspace"]);
+    expect(podClaims(p)).toEqual(["box-rootfs-g2", "box-workspace"]);
   });
 
   it("reports the reset done when the Pod runs on the new generation", () => {
@@ -1237,11 +1239,7 @@ describe("decideBox: a claimed warm standby", () => {
     ).toEqual([]);
     const paused = { ...claimedStatus, phase: "Paused" as const, reason: "Paused" as const };
     const p = decideBox(obs({ spec: { warmPoolRef: "pool" }, status: paused, pvcs: mine }));
-    const created = p.actions.find(a => a.type === "createPod");
-    expect(
-      created?.type === "createPod" &&
-        created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName),
-    ).toEqual(["pool-x1-rootfs-g1", "pool-x1-workspace"]);
+    expect(podClaims(p)).toEqual(["pool-x1-rootfs-g1", "pool-x1-workspace"]);
   });
 
   it("resets on a new rootfs of the standby's volume key: the PVC it creates is the one its status and Pod name", () => {
@@ -1265,11 +1263,7 @@ describe("decideBox: a claimed warm standby", () => {
     const pvcs = [...mine, pvc("pool-x1-rootfs-g2", { volumeKey: "pool-x1" })];
     const next = decideBox(obs({ spec, status: first.status, pvcs }));
     expect(types(next)).toEqual(["deletePVC pool-x1-rootfs-g1", "createPod box"]);
-    const started = next.actions.find(a => a.type === "createPod");
-    expect(
-      started?.type === "createPod" &&
-        started.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName),
-    ).toEqual(["pool-x1-rootfs-g2", "pool-x1-workspace"]);
+    expect(podClaims(next)).toEqual(["pool-x1-rootfs-g2", "pool-x1-workspace"]);
 
     const onNew = pod({
       rootfsClaim: "pool-x1-rootfs-g2",

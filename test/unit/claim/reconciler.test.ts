@@ -35,7 +35,7 @@ const standby: Standby = {
   name: "pool-x",
   resourceVersion: "5",
   uid: "uid-x",
-  podIP: "10.0.0.5",
+  podIP: "127.64.0.5",
   rootfsPVCName: "pool-x-rootfs-g1",
   workspacePVCName: "pool-x-workspace",
 };

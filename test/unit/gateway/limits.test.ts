@@ -191,7 +191,7 @@ describe("the gateway's server, in process", () => {
     const logged: string[] = [];
     const spy = jest.spyOn(console, "error").mockImplementation(l => void logged.push(String(l)));
     try {
-      failure = new Error("connect ECONNREFUSED 10.96.0.1:443");
+      failure = new Error("connect ECONNREFUSED 127.0.0.1:16443");
       const answer = await call("/sandboxes/abc");
       expect(answer.status).toBe(500);
       const { message } = answer.body as { message: string };
@@ -203,7 +203,7 @@ describe("the gateway's server, in process", () => {
         request: id![1],
         method: "GET",
         path: "/sandboxes/abc",
-        error: expect.stringContaining("ECONNREFUSED 10.96.0.1:443"),
+        error: expect.stringContaining("ECONNREFUSED 127.0.0.1:16443"),
       });
       // An error meant for the tenant goes to it as it is, and is not logged.
       failure = new ApiError(409, "sandbox is changing state");
