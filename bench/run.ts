@@ -5,8 +5,8 @@
  * -- <file>` makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`:
  * tests never assert on time.
  */
-import { cluster, Kube, paths } from "../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../hack/lib/objects";
+import { cluster, Kube, paths } from "../testkit/kube";
+import { podTemplate, TEMPLATE } from "../testkit/objects";
 import { noBenchNamespaces, printTable, saveResults } from "./lib/results";
 import { benchAdmission } from "./scenarios/admission";
 import { benchBaseline } from "./scenarios/baseline";

@@ -1,5 +1,5 @@
-import { auditEvents } from "../../hack/lib/audit";
-import { Obj } from "../../hack/lib/kube";
+import { auditEvents } from "../../testkit/audit-log";
+import { Obj } from "../../testkit/kube";
 import { stats } from "./stats";
 
 /** An audit timestamp (RFC 3339 with microseconds) in epoch milliseconds, fraction kept. */

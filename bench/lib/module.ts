@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { auditLines } from "../../hack/lib/audit";
+import { auditLines } from "../../testkit/audit-log";
 
 export function moduleRSSMiB(): number {
   const out = execFileSync("ps", ["-eo", "rss=,args="], { encoding: "utf8" });

@@ -1,6 +1,6 @@
 import { boxOfPod } from "../../capabilities/manifests/owner";
-import { Kube, Obj, paths } from "../../hack/lib/kube";
-import { podBox } from "../../hack/lib/objects";
+import { Kube, Obj, paths } from "../../testkit/kube";
+import { podBox } from "../../testkit/objects";
 import { now } from "./stats";
 import { watcher } from "./watch";
 

@@ -1,7 +1,7 @@
 import { mkdirSync, writeFileSync } from "node:fs";
 import * as os from "node:os";
 import { join } from "node:path";
-import { Kube, ROOT } from "../../hack/lib/kube";
+import { Kube, ROOT } from "../../testkit/kube";
 
 /** The machine a run was taken on, as read from it. */
 export function machine() {

@@ -1,5 +1,5 @@
-import type { Kube } from "../../hack/lib/kube";
-import { realTenant } from "../../hack/lib/tenant";
+import type { Kube } from "../../testkit/kube";
+import { realTenant } from "../../testkit/tenant";
 import { poolReadiness } from "./pools";
 
 /** The local gateway's plain HTTP address (`npm run up`). */

@@ -1,4 +1,4 @@
-import { Kube, Obj } from "../../hack/lib/kube";
+import { Kube, Obj } from "../../testkit/kube";
 import { now } from "./stats";
 
 /**

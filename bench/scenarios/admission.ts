@@ -1,5 +1,5 @@
-import { Kube, paths } from "../../hack/lib/kube";
-import { TEMPLATE, templateHashOf } from "../../hack/lib/objects";
+import { Kube, paths } from "../../testkit/kube";
+import { TEMPLATE, templateHashOf } from "../../testkit/objects";
 import { results } from "../lib/results";
 import { now, sleep, stats, Stats } from "../lib/stats";
 

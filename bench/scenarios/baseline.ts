@@ -1,6 +1,6 @@
 import { createServer, Agent as HttpAgent, get as httpGet } from "node:http";
 import type { AddressInfo } from "node:net";
-import { Kube } from "../../hack/lib/kube";
+import { Kube } from "../../testkit/kube";
 import { results } from "../lib/results";
 import { now, sleep, stats } from "../lib/stats";
 

@@ -1,5 +1,5 @@
-import { Kube, paths } from "../../hack/lib/kube";
-import { podBox } from "../../hack/lib/objects";
+import { Kube, paths } from "../../testkit/kube";
+import { podBox } from "../../testkit/objects";
 import { results } from "../lib/results";
 import { now, stats } from "../lib/stats";
 import { watcher } from "../lib/watch";

@@ -9,8 +9,8 @@
  */
 import { createServer, request, type ServerResponse } from "node:http";
 import type { PodBox } from "../../capabilities/api/kinds";
-import { Kube, Obj, paths } from "../../hack/lib/kube";
-import { podBox } from "../../hack/lib/objects";
+import { Kube, Obj, paths } from "../../testkit/kube";
+import { podBox } from "../../testkit/objects";
 import { newSandboxId, sandbox } from "../../gateway/e2b";
 import { CONTROL_HEADER, PoddControl } from "../../gateway/podd-control";
 

@@ -9,7 +9,7 @@
 import { claimedStatus, claimPatch } from "../../capabilities/claim/decide";
 import { StandbyIndex } from "../../capabilities/claim/standby-index";
 import { kubeTime } from "../../capabilities/kit/conditions";
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { Kube, Obj, paths } from "../../testkit/kube";
 
 async function main() {
   const [ns, pool] = process.argv.slice(2);

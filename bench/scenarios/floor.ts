@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { join } from "node:path";
-import { cluster, Kube, paths, ROOT } from "../../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { cluster, Kube, paths, ROOT } from "../../testkit/kube";
+import { podTemplate, TEMPLATE } from "../../testkit/objects";
 import { claimTimer, startPool } from "../lib/pools";
 import { C1_PER_ROUND, C1_ROUNDS, C20_ROUNDS } from "./warm";
 import { results } from "../lib/results";

@@ -4,9 +4,9 @@ import { connect, Socket } from "node:net";
 import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { Sandbox } from "e2b";
-import { ECHO_PORT } from "../../hack/lib/envd-stand-in";
-import { Kube, paths, ROOT } from "../../hack/lib/kube";
-import { apiKeySecret, podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { ECHO_PORT } from "../../testkit/envd-stand-in";
+import { Kube, paths, ROOT } from "../../testkit/kube";
+import { apiKeySecret, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
@@ -85,7 +85,7 @@ export async function benchGateway(kube: Kube) {
   await kube.mustCreate(paths.secrets(ns), apiKeySecret("bench-agents", key));
   // The daemons in a process of their own, as each sandbox's podd is: not in the measuring one.
   const standIn = await ownProcess(
-    [join(ROOT, "hack", "cluster", "envd-stand-in.ts"), ns],
+    [join(ROOT, "local-cluster", "serve-envd-stand-in.ts"), ns],
     "podd stand-in serving",
   );
   const opts = sdkOptions(key);

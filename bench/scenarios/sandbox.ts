@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { Sandbox } from "e2b";
 import { PoddControl } from "../../gateway/podd-control";
 import type { PodBox } from "../../capabilities/api/kinds";
-import { Kube, ROOT } from "../../hack/lib/kube";
+import { Kube, ROOT } from "../../testkit/kube";
 import { processCpuMs } from "../lib/process-cpu";
 import { results } from "../lib/results";
 import { sdkTenant } from "../lib/sdk";
@@ -25,7 +25,7 @@ const SETTLE_MS = 3000;
 const policies = (on: boolean) =>
   execFileSync(
     "bash",
-    [join(ROOT, "hack", "cluster", "real-node.sh"), "policies", on ? "on" : "off"],
+    [join(ROOT, "local-cluster", "real-node.sh"), "policies", on ? "on" : "off"],
     {
       stdio: "ignore",
     },

@@ -1,7 +1,7 @@
 import { boxOfPod } from "../../capabilities/manifests/owner";
-import { auditEvents } from "../../hack/lib/audit";
-import { cluster, Kube, Obj, paths } from "../../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { auditEvents } from "../../testkit/audit-log";
+import { cluster, Kube, Obj, paths } from "../../testkit/kube";
+import { podTemplate, TEMPLATE } from "../../testkit/objects";
 import { openLoop, steady } from "../lib/arrivals";
 import { auditMs } from "../lib/audit";
 import { claimTimer, type PoolReadiness, poolPods, startPool } from "../lib/pools";

@@ -2,8 +2,8 @@ import { execFile } from "node:child_process";
 import { existsSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { promisify } from "node:util";
-import { CLUSTER_DIR, cluster, Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { podBox, podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { CLUSTER_DIR, cluster, Kube, Obj, paths, ROOT } from "../../testkit/kube";
+import { podBox, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { metric, metricMiB, moduleRequests, moduleRSSMiB } from "../lib/module";
 import { startPool } from "../lib/pools";
 import { results } from "../lib/results";
@@ -53,7 +53,7 @@ async function restartToClaim(kube: Kube, ns: string, pool: string) {
   cluster("module", "kill");
   rmSync(log, { force: true });
   const t0 = now();
-  const start = promisify(execFile)("bash", [join(ROOT, "hack", "cluster", "module.sh"), "start"]);
+  const start = promisify(execFile)("bash", [join(ROOT, "local-cluster", "module.sh"), "start"]);
   await kube.mustCreate(paths.podboxes(ns), podBox("after-restart", { warmPoolRef: pool }));
   let started: number | undefined;
   const box = kube.waitFor(

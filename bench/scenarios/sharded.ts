@@ -1,7 +1,7 @@
 import { shardOf } from "../../capabilities/shard/shard-of";
-import { deployModule, undeployModule } from "../../hack/lib/deployed-module";
-import { Kube, Obj, paths } from "../../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { deployModule, undeployModule } from "../../testkit/deployed-module";
+import { Kube, Obj, paths } from "../../testkit/kube";
+import { podTemplate, TEMPLATE } from "../../testkit/objects";
 import {
   heldBy,
   killModuleProcess,
@@ -13,7 +13,7 @@ import {
   waitLiveHolders,
   waitShardHolders,
   watcherPods,
-} from "../../hack/lib/shards";
+} from "../../testkit/shards";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { hundredths, sleep, stats, tenths } from "../lib/stats";

@@ -1,4 +1,4 @@
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { Kube, Obj, paths } from "../../testkit/kube";
 import { openLoop, steady } from "../lib/arrivals";
 import { AuditWrite, auditWrites, claimWrites } from "../lib/audit";
 import { indexMissesDuring } from "../lib/module";

@@ -1,4 +1,4 @@
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { Kube, Obj, paths } from "../../testkit/kube";
 import { apiServerShare } from "../lib/audit";
 import { indexMissesDuring } from "../lib/module";
 import { claimTimer, deletePool, startPool } from "../lib/pools";

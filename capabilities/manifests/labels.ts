@@ -59,7 +59,7 @@ export const LABEL_SEED_FILLED = `${GROUP}/seed-filled`;
  */
 export const LABEL_EGRESS = `${GROUP}/egress`;
 export const EGRESS_NONE = "none";
-/** The gateway's Pods: the only ones sandboxes take traffic from (hack/gateway-deployment.ts). */
+/** The gateway's Pods: the only ones sandboxes take traffic from (build/gateway-deployment.ts). */
 export const GATEWAY_POD_LABELS = {
   "app.kubernetes.io/name": "cubepod",
   "app.kubernetes.io/component": "gateway",

@@ -25,8 +25,8 @@ import {
   writeFileSync,
 } from "node:fs";
 import { join } from "node:path";
-import { CACHE_DIR, CLUSTER_DIR, Kube, paths, ROOT } from "../../hack/lib/kube";
-import { realTenant } from "../../hack/lib/tenant";
+import { CACHE_DIR, CLUSTER_DIR, Kube, paths, ROOT } from "../../testkit/kube";
+import { realTenant } from "../../testkit/tenant";
 
 const SUITES = process.env.CUBEPOD_E2B_SDK_TESTS ?? join(ROOT, "..", "shared", "e2b-sdk-tests");
 const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
@@ -221,7 +221,7 @@ function junitCounts(xml: string): Counts {
 }
 
 async function runPy(key: string, all: boolean, syncOnly: boolean): Promise<Counts> {
-  const python = execFileSync("bash", [join(ROOT, "hack", "python-e2b.sh")], {
+  const python = execFileSync("bash", [join(ROOT, "testkit", "python-e2b.sh")], {
     encoding: "utf8",
   }).trim();
   const work = join(CACHE_DIR, "e2b-sdk-py-run");
@@ -281,7 +281,7 @@ async function main() {
     );
   }
   // The local cluster and the real node, as `npm run up` brings them (a running one is reused).
-  execFileSync("bash", [join(ROOT, "hack", "cluster", "up.sh")], { stdio: "inherit" });
+  execFileSync("bash", [join(ROOT, "local-cluster", "up.sh")], { stdio: "inherit" });
   const kube = new Kube();
   const { ns, key } = await tenant(kube);
   const results: Record<string, Counts> = {};

@@ -1,6 +1,6 @@
 import https from "node:https";
-import { localModuleEnv } from "../../hack/cluster/module-env";
-import { denied, Kube, Obj, paths } from "../../hack/lib/kube";
+import { localModuleEnv } from "../../local-cluster/local-module-env";
+import { denied, Kube, Obj, paths } from "../../testkit/kube";
 
 const kube = new Kube();
 let ns: string;

@@ -9,7 +9,7 @@ import { Failpoints } from "../../capabilities/kit/failpoint";
 import { applyAction } from "../../capabilities/kit/object-actions";
 import { writeStatusAt } from "../../capabilities/kit/status-patch";
 import { WriteEchoes } from "../../capabilities/kit/write-echoes";
-import { credentialsOf, Kube, paths } from "../../hack/lib/kube";
+import { credentialsOf, Kube, paths } from "../../testkit/kube";
 
 /*
  * The thin shell's error handling, against the real API server: what the module's client does

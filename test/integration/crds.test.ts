@@ -1,4 +1,4 @@
-import { Kube, paths } from "../../hack/lib/kube";
+import { Kube, paths } from "../../testkit/kube";
 
 const kube = new Kube();
 let ns: string;

@@ -3,8 +3,8 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
-import { GATEWAY_NAME, LOADER } from "../../hack/gateway-deployment";
-import { BIN_DIR, CLUSTER_DIR, credentialsOf, KUBECONFIG, Obj, ROOT } from "../../hack/lib/kube";
+import { GATEWAY_NAME, LOADER } from "../../build/gateway-deployment";
+import { BIN_DIR, CLUSTER_DIR, credentialsOf, KUBECONFIG, Obj, ROOT } from "../../testkit/kube";
 
 const SA_DIR = "/run/secrets/kubernetes.io/serviceaccount";
 
@@ -12,7 +12,7 @@ const SA_DIR = "/run/secrets/kubernetes.io/serviceaccount";
 export function gatewayDocs(): Obj[] {
   const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
   if (!existsSync(manifest))
-    execFileSync("bash", [join(ROOT, "hack", "build-module.sh")], { stdio: "ignore" });
+    execFileSync("bash", [join(ROOT, "build", "build-module.sh")], { stdio: "ignore" });
   return parseAllDocuments(readFileSync(manifest, "utf8"))
     .map(d => d.toJS() as Obj)
     .filter(d => d?.metadata?.labels?.["app.kubernetes.io/component"] === "gateway");

@@ -6,9 +6,9 @@ import { join } from "node:path";
 import { promisify } from "node:util";
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from "e2b";
 import { WebSocket } from "undici";
-import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { apiKeySecret, podTemplate, TEMPLATE } from "../../hack/lib/objects";
-import { ECHO_PORT, EnvdStandIn } from "../../hack/lib/envd-stand-in";
+import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../testkit/kube";
+import { apiKeySecret, podTemplate, TEMPLATE } from "../../testkit/objects";
+import { ECHO_PORT, EnvdStandIn } from "../../testkit/envd-stand-in";
 import { startDeployedGateway, untilServing } from "./deployed-gateway";
 
 /*
@@ -305,7 +305,7 @@ describe("replicas, metrics", () => {
 
 describe("the E2B Python SDK against the gateway", () => {
   it("creates, runs, lists, pauses, resumes and kills, as a Python agent does", async () => {
-    const python = execFileSync("bash", [join(ROOT, "hack", "python-e2b.sh")], {
+    const python = execFileSync("bash", [join(ROOT, "testkit", "python-e2b.sh")], {
       encoding: "utf8",
     }).trim();
     // Not execFileSync: the stand-in daemons answer from this process's event loop.

@@ -8,7 +8,7 @@ import { join } from "node:path";
 export default async function setup(): Promise<void> {
   // What the module did from here on is what rbac.test.ts compares its ClusterRole with.
   process.env.CUBEPOD_TEST_RUN_STARTED = new Date().toISOString();
-  execFileSync("bash", [join(__dirname, "..", "..", "hack", "cluster", "up.sh")], {
+  execFileSync("bash", [join(__dirname, "..", "..", "local-cluster", "up.sh")], {
     stdio: "inherit",
   });
 }

@@ -1,8 +1,8 @@
 import { randomBytes } from "node:crypto";
 import { release } from "node:os";
-import { CLUSTER_DIR, Kube, paths } from "../../hack/lib/kube";
-import { podTemplate, realTemplate } from "../../hack/lib/objects";
-import { PoddClient } from "../../hack/lib/podd-client";
+import { CLUSTER_DIR, Kube, paths } from "../../testkit/kube";
+import { podTemplate, realTemplate } from "../../testkit/objects";
+import { PoddClient } from "../../testkit/podd-client";
 import { ALL_INSTALLED, install, installed } from "./installed-tree";
 import { inNamespace } from "./lifecycle-helpers";
 

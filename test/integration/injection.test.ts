@@ -1,5 +1,5 @@
-import { denied, Kube, Obj, paths } from "../../hack/lib/kube";
-import { templateHashOf as hash } from "../../hack/lib/objects";
+import { denied, Kube, Obj, paths } from "../../testkit/kube";
+import { templateHashOf as hash } from "../../testkit/objects";
 
 const kube = new Kube();
 let ns: string;

@@ -1,4 +1,4 @@
-import type { PoddClient } from "../../hack/lib/podd-client";
+import type { PoddClient } from "../../testkit/podd-client";
 
 /*
  * A package-like tree an agent installs outside /workspace with its own commands: a tool in

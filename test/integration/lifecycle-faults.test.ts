@@ -1,5 +1,5 @@
-import { cluster, clusterWithEnv, Kube, Obj, paths } from "../../hack/lib/kube";
-import { podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { cluster, clusterWithEnv, Kube, Obj, paths } from "../../testkit/kube";
+import { podTemplate, TEMPLATE } from "../../testkit/objects";
 import { inNamespace } from "./lifecycle-helpers";
 import { isNamespaceTerminating } from "../../capabilities/kit/api-errors";
 

@@ -1,5 +1,5 @@
-import { eventsAbout, Kube, Obj, paths } from "../../hack/lib/kube";
-import { podBox } from "../../hack/lib/objects";
+import { eventsAbout, Kube, Obj, paths } from "../../testkit/kube";
+import { podBox } from "../../testkit/objects";
 
 /**
  * Registers the hooks every integration file needs: before its tests, a fresh namespace holding

@@ -1,6 +1,6 @@
-import { cluster, clusterWithEnv, Kube, Obj, paths } from "../../hack/lib/kube";
-import { podTemplate, realTemplate } from "../../hack/lib/objects";
-import { PoddClient } from "../../hack/lib/podd-client";
+import { cluster, clusterWithEnv, Kube, Obj, paths } from "../../testkit/kube";
+import { podTemplate, realTemplate } from "../../testkit/objects";
+import { PoddClient } from "../../testkit/podd-client";
 import { ALL_INSTALLED, install, installed } from "./installed-tree";
 import { inNamespace } from "./lifecycle-helpers";
 

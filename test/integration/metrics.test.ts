@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { get } from "node:http";
 import { join } from "node:path";
-import { cluster, CLUSTER_DIR, Kube, paths } from "../../hack/lib/kube";
-import { podTemplate } from "../../hack/lib/objects";
+import { cluster, CLUSTER_DIR, Kube, paths } from "../../testkit/kube";
+import { podTemplate } from "../../testkit/objects";
 import { inNamespace, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();

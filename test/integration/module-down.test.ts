@@ -1,4 +1,4 @@
-import { cluster, Kube, paths } from "../../hack/lib/kube";
+import { cluster, Kube, paths } from "../../testkit/kube";
 
 const kube = new Kube();
 let ns: string;

@@ -8,8 +8,8 @@ import {
   shardLabelCondition,
 } from "../../capabilities/admission/webhook-policy";
 import { PID_FILE } from "../../capabilities/shard/pid-file";
-import { BIN_DIR, KUBECONFIG, ROOT } from "../../hack/lib/kube";
-import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
+import { BIN_DIR, KUBECONFIG, ROOT } from "../../testkit/kube";
+import { GATEWAY_NAME, GATEWAY_RULES } from "../../build/gateway-deployment";
 
 const manifest = join(ROOT, "dist", "pepr-module-cubepod.yaml");
 const chart = join(ROOT, "dist", "cubepod-chart");
@@ -39,7 +39,7 @@ function dryRun(docs: Doc[]): string {
 
 beforeAll(() => {
   if (!existsSync(manifest))
-    execFileSync("bash", [join(ROOT, "hack", "build-module.sh")], { stdio: "ignore" });
+    execFileSync("bash", [join(ROOT, "build", "build-module.sh")], { stdio: "ignore" });
 });
 
 describe("the deployable module manifest (npm run build)", () => {

@@ -1,14 +1,14 @@
 import { ChildProcess, spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { CommandExitError, Sandbox } from "e2b";
-import { Kube, Obj, paths } from "../../hack/lib/kube";
+import { Kube, Obj, paths } from "../../testkit/kube";
 import {
   apiKeySecret,
   podTemplate,
   REAL_NODE_PLACEMENT,
   realTemplate,
-} from "../../hack/lib/objects";
-import { localTokenKey } from "../../hack/lib/podd-client";
+} from "../../testkit/objects";
+import { localTokenKey } from "../../testkit/podd-client";
 import { CONTROL_HEADER, PoddControl, signGrant } from "../../gateway/podd-control";
 import type { PodBox } from "../../capabilities/api/kinds";
 

@@ -2,9 +2,9 @@ import { execFileSync } from "node:child_process";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { auditEvents } from "../../hack/lib/audit";
-import { BIN_DIR, Obj, ROOT } from "../../hack/lib/kube";
-import { GATEWAY_NAME, GATEWAY_RULES } from "../../hack/gateway-deployment";
+import { auditEvents } from "../../testkit/audit-log";
+import { BIN_DIR, Obj, ROOT } from "../../testkit/kube";
+import { GATEWAY_NAME, GATEWAY_RULES } from "../../build/gateway-deployment";
 
 /*
  * The module's ClusterRole, as `npm run build` writes it, against what the module did while the
@@ -64,7 +64,7 @@ const installStep = (use: string) =>
 
 beforeAll(() => {
   if (!existsSync(manifest))
-    execFileSync("bash", [join(ROOT, "hack", "build-module.sh")], { stdio: "ignore" });
+    execFileSync("bash", [join(ROOT, "build", "build-module.sh")], { stdio: "ignore" });
 });
 
 /** The Role the chart adds for sharded watchers' Leases (`watcher.replicas` above one). */

@@ -1,7 +1,7 @@
-import { Kube, paths } from "../../hack/lib/kube";
+import { Kube, paths } from "../../testkit/kube";
 
 /*
- * The real node `npm run up` starts beside kwok's (hack/cluster/real-node.sh): a kubelet on
+ * The real node `npm run up` starts beside kwok's (local-cluster/real-node.sh): a kubelet on
  * containerd and runc, Pods on a CNI bridge in 198.18.0.0/24, reachable from this machine only.
  */
 

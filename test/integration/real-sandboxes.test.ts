@@ -1,21 +1,21 @@
 import { execFileSync, spawn } from "node:child_process";
 import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
-import { auditEvents } from "../../hack/lib/audit";
-import { eventsAbout, Kube, KUBECONFIG, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { podTemplate, realTemplate } from "../../hack/lib/objects";
+import { auditEvents } from "../../testkit/audit-log";
+import { eventsAbout, Kube, KUBECONFIG, Obj, paths, ROOT } from "../../testkit/kube";
+import { podTemplate, realTemplate } from "../../testkit/objects";
 import {
   DEPLOYMENTS,
   deployedTokenKey,
   deployModule,
   MODULE_NAMESPACE,
   undeployModule,
-} from "../../hack/lib/deployed-module";
+} from "../../testkit/deployed-module";
 import { inNamespace } from "./lifecycle-helpers";
-import { PoddClient } from "../../hack/lib/podd-client";
+import { PoddClient } from "../../testkit/podd-client";
 import { ALL_INSTALLED, install, installed } from "./installed-tree";
 
 /*
- * Sandboxes that really run, on the real node (hack/cluster/real-node.sh): podd under runc, on
+ * Sandboxes that really run, on the real node (local-cluster/real-node.sh): podd under runc, on
  * local volumes of the class cubepod-local (directories, and loop devices for Block). Data is
  * written and read through the daemon's own API on the Pod IP, as the gateway and the E2B SDK do.
  * The module runs here as a cluster runs it: installed from its Helm chart, on the real node, as

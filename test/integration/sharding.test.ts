@@ -1,8 +1,8 @@
-import { auditEvents } from "../../hack/lib/audit";
-import { Kube, Obj, paths } from "../../hack/lib/kube";
-import { podTemplate } from "../../hack/lib/objects";
+import { auditEvents } from "../../testkit/audit-log";
+import { Kube, Obj, paths } from "../../testkit/kube";
+import { podTemplate } from "../../testkit/objects";
 import { namespaceShard, shardName, shardOf } from "../../capabilities/shard/shard-of";
-import { deployModule, undeployModule } from "../../hack/lib/deployed-module";
+import { deployModule, undeployModule } from "../../testkit/deployed-module";
 import {
   heldBy,
   killModuleProcess,
@@ -13,7 +13,7 @@ import {
   waitLiveHolders,
   waitShardHolders,
   watcherPods,
-} from "../../hack/lib/shards";
+} from "../../testkit/shards";
 import { inNamespace } from "./lifecycle-helpers";
 
 /*

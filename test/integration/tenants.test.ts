@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
-import { Kube, Obj, paths, ROOT } from "../../hack/lib/kube";
-import { podBox, podTemplate, TEMPLATE } from "../../hack/lib/objects";
+import { Kube, Obj, paths, ROOT } from "../../testkit/kube";
+import { podBox, podTemplate, TEMPLATE } from "../../testkit/objects";
 
 /*
  * Tenants as Kubernetes sees them: users with RoleBindings in one namespace, acted as through

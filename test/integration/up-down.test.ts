@@ -1,7 +1,7 @@
 import { execFileSync } from "node:child_process";
 import { existsSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { BIN_DIR, CLUSTER_DIR, cluster, Kube, paths } from "../../hack/lib/kube";
+import { BIN_DIR, CLUSTER_DIR, cluster, Kube, paths } from "../../testkit/kube";
 
 /** Processes still running a control-plane binary or `pepr dev` of this checkout. */
 function leftovers(): string[] {

@@ -1,6 +1,6 @@
-import { auditLines } from "../../hack/lib/audit";
-import { Kube, paths } from "../../hack/lib/kube";
-import { podTemplate } from "../../hack/lib/objects";
+import { auditLines } from "../../testkit/audit-log";
+import { Kube, paths } from "../../testkit/kube";
+import { podTemplate } from "../../testkit/objects";
 import { inNamespace, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();

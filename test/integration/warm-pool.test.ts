@@ -1,5 +1,5 @@
-import { Kube, Obj, paths } from "../../hack/lib/kube";
-import { podBox, podTemplate } from "../../hack/lib/objects";
+import { Kube, Obj, paths } from "../../testkit/kube";
+import { podBox, podTemplate } from "../../testkit/objects";
 import { inNamespace, useTestNamespace } from "./lifecycle-helpers";
 
 const kube = new Kube();

@@ -140,7 +140,7 @@ rm -f "$work/rootfs.tar"
 arch=$(dpkg --print-architecture) # amd64 and arm64 are also the OCI names
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 # No User: podd decides whom a sandbox's processes run as.
-printf '{"created":"%s","architecture":"%s","os":"linux","config":{"Entrypoint":["/bin/bash"],"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"],"WorkingDir":"/home/user"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"hack/cluster/sandbox-image.sh (mmdebstrap %s)"}]}' \
+printf '{"created":"%s","architecture":"%s","os":"linux","config":{"Entrypoint":["/bin/bash"],"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"],"WorkingDir":"/home/user"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"local-cluster/sandbox-image.sh (mmdebstrap %s)"}]}' \
   "$created" "$arch" "$diff_id" "$created" "$suite" >"$work/config.json"
 config=$(sha "$work/config.json")
 mv "$work/config.json" "$blobs/$config"

@@ -10,8 +10,8 @@ if grep -q "error TS" "$log"; then
   echo "build: type errors (see above)" >&2
   exit 1
 fi
-# The gateway, as one file the controller image's Node runs (hack/gateway-deployment.ts). Outside a
+# The gateway, as one file the controller image's Node runs (build/gateway-deployment.ts). Outside a
 # cluster it falls back to the kubeconfig through @kubernetes/client-node, which stays external.
 npx esbuild gateway/main.ts --bundle --platform=node --target=node20 --minify --log-level=warning \
   --external:@kubernetes/client-node --outfile=dist/cubepod-gateway.js
-npx tsx hack/postbuild.ts
+npx tsx build/postbuild.ts

@@ -28,7 +28,7 @@ import {
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
-import { addModuleEnv, addModuleEnvInChart } from "./module-env";
+import { addModuleEnv, addModuleEnvInChart } from "./manifest-env";
 import { PoddControl } from "../gateway/podd-control";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
 import { shardWatcherInChart } from "./watcher-shards";

@@ -1,14 +1,14 @@
 import { createHash } from "node:crypto";
-import { validatePodTemplate } from "../../capabilities/admission/rules";
-import { templateHash } from "../../capabilities/manifests/template-hash";
-import { VM_STANDIN } from "../cluster/module-env";
+import { validatePodTemplate } from "../capabilities/admission/rules";
+import { templateHash } from "../capabilities/manifests/template-hash";
+import { VM_STANDIN } from "../local-cluster/local-module-env";
 
 /* The CubePod objects the integration tests and the benchmarks create. */
 
 /** A PodTemplate that runs anywhere: no VM runtime, Filesystem volumes. */
 export const TEMPLATE = { image: "py:3", runtimeClassName: "", volumeMode: "Filesystem" };
 
-/** What steers a Pod to the real node (hack/cluster/real-node.sh), as a cluster steers Pods to capable nodes. */
+/** What steers a Pod to the real node (local-cluster/real-node.sh), as a cluster steers Pods to capable nodes. */
 export const REAL_NODE_PLACEMENT = {
   nodeSelector: { "cubepod.dev/node": "real" },
   tolerations: [{ key: "cubepod.dev/real-node", operator: "Exists", effect: "NoSchedule" }],

@@ -4,13 +4,13 @@ import { Agent, request as httpsRequest } from "node:https";
 import { join } from "node:path";
 import { parse } from "yaml";
 
-export const ROOT = join(__dirname, "..", "..");
+export const ROOT = join(__dirname, "..");
 export const CLUSTER_DIR = process.env.CUBEPOD_CLUSTER_DIR ?? join(ROOT, ".cluster");
 export const KUBECONFIG = join(CLUSTER_DIR, "kubeconfig");
 /** Where the set-up keeps what it builds and downloads, outside the work tree. */
 export const CACHE_DIR =
   process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod");
-/** The binaries `npm run up` builds (kubectl, helm, the control plane), as hack/cluster/versions.sh places them. */
+/** The binaries `npm run up` builds (kubectl, helm, the control plane), as local-cluster/versions.sh places them. */
 export const BIN_DIR = join(CACHE_DIR, "bin");
 export const GROUP_PATH = "/apis/pod.cubeplex.ai/v1alpha1";
 /** The Events about one object of a namespace, by its name. */
@@ -370,7 +370,7 @@ export const paths = {
     `/apis/networking.k8s.io/v1/namespaces/${ns}/networkpolicies${name && `/${name}`}`,
 };
 
-/** Runs one of the cluster scripts (hack/cluster/*.sh) and returns its output. */
+/** Runs one of the cluster scripts (local-cluster/*.sh) and returns its output. */
 export function cluster(script: string, ...args: string[]): string {
   return clusterWithEnv({}, script, ...args);
 }
@@ -381,7 +381,7 @@ export function clusterWithEnv(
   script: string,
   ...args: string[]
 ): string {
-  return execFileSync("bash", [join(ROOT, "hack", "cluster", `${script}.sh`), ...args], {
+  return execFileSync("bash", [join(ROOT, "local-cluster", `${script}.sh`), ...args], {
     encoding: "utf8",
     stdio: ["ignore", "pipe", "pipe"],
     env: { ...process.env, ...env },

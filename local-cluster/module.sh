@@ -20,7 +20,7 @@ start)
   webhooks_gone
   rm -f "$LOGS/module.log"
   gateway_token_key >/dev/null
-  eval "$(npx tsx "$here/module-env.ts" "$GATEWAY_TOKEN_KEY_FILE")"
+  eval "$(npx tsx "$here/local-module-env.ts" "$GATEWAY_TOKEN_KEY_FILE")"
   LOG_LEVEL=${LOG_LEVEL:-info} start module npx pepr dev --host localhost --yes
   ready() {
     kubectl get mutatingwebhookconfiguration "$MODULE_NAME" >/dev/null 2>&1 &&

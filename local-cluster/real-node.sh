@@ -156,13 +156,13 @@ case "${1:-start}" in
 start)
   [ "$(id -u)" = 0 ] || die "the real node needs root (containerd, runc, mounts, network namespaces)"
   install_packages
-  [ -x "$CUBEPOD_BIN/kubelet" ] || die "no kubelet in $CUBEPOD_BIN: run hack/cluster/build.sh"
+  [ -x "$CUBEPOD_BIN/kubelet" ] || die "no kubelet in $CUBEPOD_BIN: run local-cluster/build.sh"
   mkdir -p "$RUN/cni/net.d" "$RUN/kubelet" "$LOGS" "$PIDS"
   node_certs
   kubelet_kubeconfig
   fill "$here/manifests/containerd.toml" >"$RUN/containerd.toml"
   fill "$here/manifests/runsc.toml" >"$RUN/runsc.toml"
-  [ -x "$CUBEPOD_BIN/runsc" ] || die "no runsc in $CUBEPOD_BIN: run hack/cluster/build.sh"
+  [ -x "$CUBEPOD_BIN/runsc" ] || die "no runsc in $CUBEPOD_BIN: run local-cluster/build.sh"
   install -m 755 "$here/runsc-shim.sh" "$CUBEPOD_BIN/containerd-shim-runsc-v1"
   mkdir -p "$LOGS/runsc"
   fill "$here/manifests/cni.conflist" >"$RUN/cni/net.d/10-cubepod.conflist"

@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
-import { localModuleEnv } from "../cluster/module-env";
+import { localModuleEnv } from "../local-cluster/local-module-env";
 import { BIN_DIR, cluster, Kube, KUBECONFIG, paths, ROOT } from "./kube";
 import { REAL_NODE_PLACEMENT } from "./objects";
 
@@ -34,7 +34,7 @@ export async function deployModule(
   watcher: { replicas?: number; env?: Record<string, string>; resources?: object } = {},
 ): Promise<void> {
   const chart = join(ROOT, "dist", "cubepod-chart");
-  if (!existsSync(chart)) execFileSync("bash", [join(ROOT, "hack", "build-module.sh")]);
+  if (!existsSync(chart)) execFileSync("bash", [join(ROOT, "build", "build-module.sh")]);
   cluster("module", "stop");
   const dir = mkdtempSync(join(tmpdir(), "cubepod-chart-"));
   const values = join(dir, "values.yaml");

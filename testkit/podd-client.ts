@@ -1,11 +1,11 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
-import { accessToken } from "../../gateway/e2b";
-import { CONTROL_HEADER, PoddControl } from "../../gateway/podd-control";
-import type { PodBox } from "../../capabilities/api/kinds";
+import { accessToken } from "../gateway/e2b";
+import { CONTROL_HEADER, PoddControl } from "../gateway/podd-control";
+import type { PodBox } from "../capabilities/api/kinds";
 import { CLUSTER_DIR, Obj } from "./kube";
 
-/** The local gateway's token key (hack/cluster/env.sh), which the local module's key follows. */
+/** The local gateway's token key (local-cluster/env.sh), which the local module's key follows. */
 export const localTokenKey = () =>
   readFileSync(join(CLUSTER_DIR, "gateway-token-key"), "utf8").trim();
 

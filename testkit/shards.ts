@@ -1,5 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs";
-import { shardName } from "../../capabilities/shard/shard-of";
+import { shardName } from "../capabilities/shard/shard-of";
 import { MODULE_NAMESPACE } from "./deployed-module";
 import type { Kube, Obj } from "./kube";
 

@@ -3,9 +3,9 @@
 # for cubepod-demo, then the module's log until Ctrl-C, which stops everything.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. hack/cluster/env.sh
-bash hack/cluster/up.sh
-trap 'echo; bash hack/cluster/down.sh' EXIT
+. local-cluster/env.sh
+bash local-cluster/up.sh
+trap 'echo; bash local-cluster/down.sh' EXIT
 trap 'exit 0' INT TERM
 kubectl apply -f samples/namespace.yaml >/dev/null
 kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples/podbox.yaml
@@ -17,7 +17,7 @@ key=e2b_$(openssl rand -hex 20)
 kubectl -n cubepod-demo create secret generic demo-agents --type=pod.cubeplex.ai/api-key \
   --from-literal=sha256="$(printf %s "$key" | sha256sum | cut -d' ' -f1)" \
   --dry-run=client -o yaml | kubectl apply -f - >/dev/null
-start envd-stand-in npx tsx hack/cluster/envd-stand-in.ts cubepod-demo
+start envd-stand-in npx tsx local-cluster/serve-envd-stand-in.ts cubepod-demo
 # A session starting again counts as activity, as a gateway would record it: sample boxes the
 # reaper paused while nobody used them (idleTimeoutSeconds) resume. Metadata only: no webhook call.
 kubectl -n cubepod-demo annotate pbox --all --overwrite \

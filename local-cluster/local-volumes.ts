@@ -15,7 +15,7 @@ import { execFileSync } from "node:child_process";
 import { existsSync, mkdirSync, readdirSync, renameSync, rmSync } from "node:fs";
 import { rm } from "node:fs/promises";
 import { join } from "node:path";
-import { CLUSTER_DIR, Kube, Obj } from "../lib/kube";
+import { CLUSTER_DIR, Kube, Obj } from "../testkit/kube";
 
 export const STORAGE_CLASS = "cubepod-local";
 const PROVISIONER = "cubepod.dev/local-volumes";

@@ -1,6 +1,6 @@
 # Shared settings of the local control plane. Everything binds 127.0.0.1; ports can be overridden.
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-ROOT=$(cd "$here/../.." && pwd)
+ROOT=$(cd "$here/.." && pwd)
 # shellcheck source=versions.sh
 . "$here/versions.sh"
 CLUSTER_DIR=${CUBEPOD_CLUSTER_DIR:-$ROOT/.cluster}

@@ -2,7 +2,7 @@
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok,
 # helm, kube-router and gVisor (runsc, containerd-shim-runsc-v1) from the Go module proxy,
 # at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
-# not rebuilt. Usage: hack/cluster/build.sh
+# not rebuilt. Usage: local-cluster/build.sh
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 # shellcheck source=versions.sh

@@ -4,7 +4,7 @@
 # stopped again if started here).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-. hack/cluster/env.sh
+. local-cluster/env.sh
 
 step() { printf '\n=== %s\n' "$*"; }
 # The conformance tier reads E2B's test files from beside the clone: stop now, not after an hour.
@@ -20,11 +20,11 @@ npx eslint .
 npx prettier --check . >/dev/null || { npx prettier --check .; exit 1; }
 
 step "CRDs and the benchmark table are up to date"
-npx tsx hack/gen-crds.ts --check
+npx tsx build/gen-crds.ts --check
 npx tsx bench/table.ts --check
 
 step "pepr build (module YAML, Helm chart)"
-bash hack/build-module.sh >/dev/null
+bash build/build-module.sh >/dev/null
 test -s dist/pepr-module-cubepod.yaml
 
 step "unit tests"
@@ -40,11 +40,11 @@ step "podd: gofmt, go vet, go test, generated code"
   go vet ./...
   go test ./...
 )
-bash hack/podd-spec.sh --check
+bash build/podd-spec.sh --check
 
 was_up=0
 alive kube-apiserver && was_up=1
-cleanup() { [ "$was_up" = 1 ] || bash hack/cluster/down.sh >/dev/null 2>&1 || true; }
+cleanup() { [ "$was_up" = 1 ] || bash local-cluster/down.sh >/dev/null 2>&1 || true; }
 trap cleanup EXIT
 
 step "integration tests (real kube-apiserver, etcd, kwok; the module under pepr dev)"

@@ -5,7 +5,7 @@
  */
 import { execFileSync } from "node:child_process";
 import { stringify } from "yaml";
-import { provenancePolicy } from "../../capabilities/admission/provenance-policy";
+import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 
 const user = process.argv[2];
 if (!user) throw new Error("usage: apply-policies.ts <the module's username>");

@@ -2,7 +2,7 @@
 # Prints the path of a Python with E2B's Python SDK (pinned), made once in a virtualenv under the
 # cache directory (outside the work tree): the gateway's tests drive it as agents' Python code would.
 set -euo pipefail
-. "$(dirname "$0")/cluster/env.sh"
+. "$(dirname "$0")/../local-cluster/env.sh"
 E2B_PY_VERSION=2.63.0
 venv=$CUBEPOD_CACHE/python-e2b-$E2B_PY_VERSION
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import e2b" 2>/dev/null; then

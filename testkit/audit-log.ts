@@ -4,7 +4,7 @@ import { CLUSTER_DIR, Obj } from "./kube";
 
 /**
  * The local API server's audit log lines (this log and its rotated predecessor) that contain every
- * `needle`: who sent which request (hack/cluster/manifests/audit-policy.yaml).
+ * `needle`: who sent which request (local-cluster/manifests/audit-policy.yaml).
  */
 export function auditLines(...needles: string[]): string[] {
   const dir = join(CLUSTER_DIR, "logs");

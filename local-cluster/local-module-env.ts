@@ -4,11 +4,11 @@
  * the local gateway uses; the local networks a sandbox's default egress excludes, beside the
  * private ranges; NetworkPolicy declared enforced, as real-node.sh runs an enforcer; and the
  * RuntimeClass that stands in for a VM on the real node, for Block mode.
- * Usage: module-env.ts TOKEN_KEY_FILE
+ * Usage: local-module-env.ts TOKEN_KEY_FILE
  */
 import { readFileSync } from "node:fs";
-import { DEFAULT_CLUSTER_NETWORKS, DEFAULT_VM_RUNTIME_CLASSES } from "../../capabilities/config";
-import { PoddControl } from "../../gateway/podd-control";
+import { DEFAULT_CLUSTER_NETWORKS, DEFAULT_VM_RUNTIME_CLASSES } from "../capabilities/config";
+import { PoddControl } from "../gateway/podd-control";
 
 /** The real node's runc as it stands in for a VM runtime, for Block mode (runtime-class.yaml). */
 export const VM_STANDIN = "vm-standin";

@@ -3,7 +3,7 @@
 # (Debian's protobuf-compiler) and the Go and Connect plugins at the versions podd's go.mod pins.
 # Usage: podd-spec.sh [--check]   --check: fails when the committed code is not what this makes.
 set -euo pipefail
-. "$(dirname "$0")/cluster/env.sh"
+. "$(dirname "$0")/../local-cluster/env.sh"
 spec=$ROOT/podd/spec
 export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
 export GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build
@@ -27,7 +27,7 @@ PATH=$plugins:$PATH protoc -I "$spec" --go_out="$out" --go_opt=paths=source_rela
   filesystem/filesystem.proto process/process.proto
 if [ "${1:-}" = --check ]; then
   for f in $(cd "$out" && find . -name '*.go'); do
-    cmp -s "$out/$f" "$spec/$f" || die "podd/spec/$f is not what hack/podd-spec.sh generates: run it"
+    cmp -s "$out/$f" "$spec/$f" || die "podd/spec/$f is not what build/podd-spec.sh generates: run it"
   done
   exit 0
 fi

@@ -5,7 +5,7 @@
  * keep-hardened.sh runs this again each time. Arguments: the configuration kinds (default both).
  */
 import { execFileSync } from "node:child_process";
-import { hardeningPatch } from "../../capabilities/admission/webhook-policy";
+import { hardeningPatch } from "../capabilities/admission/webhook-policy";
 
 const name = "pepr-cubepod";
 // The dev module's own setting: with several shards its mutating webhook stamps CubePod's kinds.
