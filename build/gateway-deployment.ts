@@ -29,8 +29,6 @@ export const LOADER = [
 export type GatewayDeploymentInput = {
   /** The bundle (`dist/cubepod-gateway.js`). */
   code: Buffer;
-  /** The token key every replica shares (CUBEPOD_GATEWAY_TOKEN_KEY). */
-  tokenKey: string;
   image: string;
   replicas: number;
   domain: string;
@@ -41,9 +39,9 @@ export type GatewayDeploymentInput = {
 
 /**
  * What the gateway may do, and nothing more: PodBoxes are its sandboxes; templates and pools it
- * reads to choose warm or cold; Secrets it lists and watches for API keys (RBAC cannot narrow
- * that to the key type: the watch asks only for `type=pod.cubeplex.ai/api-key`), and creates and
- * reads to keep a sandbox's envVars for its resumes.
+ * reads to choose warm or cold; PodAPIKeys (hashes) tell it which namespace a key acts in. It
+ * reads no Secret: a sandbox's envVars are sealed into its box, and its own token key reaches it
+ * through its Pod's environment, which the kubelet fills.
  */
 export const GATEWAY_RULES = [
   {
@@ -53,10 +51,38 @@ export const GATEWAY_RULES = [
   },
   { apiGroups: ["pod.cubeplex.ai"], resources: ["podtemplates"], verbs: ["get", "list", "watch"] },
   { apiGroups: ["pod.cubeplex.ai"], resources: ["podwarmpools"], verbs: ["list", "watch"] },
-  { apiGroups: [""], resources: ["secrets"], verbs: ["get", "list", "watch", "create"] },
+  { apiGroups: ["pod.cubeplex.ai"], resources: ["podapikeys"], verbs: ["list", "watch"] },
 ];
 
-/** The gateway's objects: ServiceAccount, ClusterRole and binding, Secrets, Deployment, Service. */
+/**
+ * The token key's Secret, which the module makes at its first start (capabilities/admission/
+ * control-key.ts), so that no artifact holds it: the module's rights to make it and read it back,
+ * in the gateway's namespace only.
+ */
+export function tokenKeyRole(moduleServiceAccount: string): Record<string, unknown>[] {
+  const name = `${GATEWAY_NAME}-token-key`;
+  const metadata = { name, namespace: NAMESPACE, labels: LABELS };
+  return [
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "Role",
+      metadata,
+      rules: [
+        { apiGroups: [""], resources: ["secrets"], verbs: ["create"] },
+        { apiGroups: [""], resources: ["secrets"], resourceNames: [name], verbs: ["get"] },
+      ],
+    },
+    {
+      apiVersion: "rbac.authorization.k8s.io/v1",
+      kind: "RoleBinding",
+      metadata,
+      roleRef: { apiGroup: "rbac.authorization.k8s.io", kind: "Role", name },
+      subjects: [{ kind: "ServiceAccount", name: moduleServiceAccount, namespace: NAMESPACE }],
+    },
+  ];
+}
+
+/** The gateway's objects: ServiceAccount, ClusterRole and binding, code Secret, Deployment, Service. */
 export function gatewayDeployment(input: GatewayDeploymentInput): Record<string, unknown>[] {
   const zipped = gzipSync(input.code, { level: 9 });
   const meta = (name: string, namespaced = true) => ({
@@ -85,13 +111,6 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
       metadata: meta(`${GATEWAY_NAME}-code`),
       type: "Opaque",
       data: { [CODE_FILE]: zipped.toString("base64") },
-    },
-    {
-      apiVersion: "v1",
-      kind: "Secret",
-      metadata: meta(`${GATEWAY_NAME}-token-key`),
-      type: "Opaque",
-      data: { key: Buffer.from(input.tokenKey).toString("base64") },
     },
     {
       apiVersion: "apps/v1",
@@ -128,9 +147,21 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
                   { name: "CUBEPOD_GATEWAY_PORT", value: String(PORT) },
                   { name: "CUBEPOD_GATEWAY_METRICS_PORT", value: String(METRICS_PORT) },
                   { name: "CUBEPOD_GATEWAY_DOMAIN", value: input.domain },
+                  // Made by the module at its first start: until then the kubelet holds the
+                  // container back, and a rotation (docs/deploy.md) restarts the Pods.
                   {
                     name: "CUBEPOD_GATEWAY_TOKEN_KEY",
                     valueFrom: { secretKeyRef: { name: `${GATEWAY_NAME}-token-key`, key: "key" } },
+                  },
+                  {
+                    name: "CUBEPOD_GATEWAY_PREVIOUS_TOKEN_KEY",
+                    valueFrom: {
+                      secretKeyRef: {
+                        name: `${GATEWAY_NAME}-token-key`,
+                        key: "previous",
+                        optional: true,
+                      },
+                    },
                   },
                 ],
                 ports: [

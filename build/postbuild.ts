@@ -6,8 +6,8 @@
  *  - Pepr's own rules in the module's ClusterRole match what the module does (module-rbac.ts);
  *  - the provenance admission policy (provenance-policy.ts), for the module's ServiceAccount, is
  *    added to both;
- *  - the gateway (gateway-deployment.ts), bundled by build-module.sh, is added to both, and the
- *    module's Deployments get the public key of its credentials for sandboxes' daemons;
+ *  - the gateway (gateway-deployment.ts), bundled by build-module.sh, is added to both, with the
+ *    module's rights to make the gateway's token key at its first start (no key is built in);
  *  - the Helm chart's watcher count is a value, `watcher.replicas`, which also sets its shards
  *    (watcher-shards.ts);
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
@@ -16,7 +16,6 @@
  *    which corrupts the CA whenever its base64 contains one of them.
  * Fails when the build left no module YAML.
  */
-import { randomBytes } from "node:crypto";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
@@ -28,8 +27,6 @@ import {
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
-import { addModuleEnv, addModuleEnvInChart } from "./manifest-env";
-import { PoddControl } from "../gateway/podd-control";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
 import { shardWatcherInChart } from "./watcher-shards";
 import {
@@ -37,6 +34,7 @@ import {
   GATEWAY_VALUES_SCHEMA,
   gatewayChartTemplate,
   gatewayDeployment,
+  tokenKeyRole,
 } from "./gateway-deployment";
 
 const dist = join(__dirname, "..", "dist");
@@ -60,34 +58,29 @@ if (!existsSync(gatewayCode)) {
   console.error(`postbuild: ${gatewayCode} is missing: the gateway's bundle failed`);
   process.exit(1);
 }
-// Like Pepr's own API token, the key is made per build; replicas share it through the Secret.
-const gatewayInput = {
-  code: readFileSync(gatewayCode),
-  tokenKey: randomBytes(32).toString("hex"),
-  image: controllerImage(out),
-};
-const gateway = gatewayDeployment({
-  ...gatewayInput,
-  replicas: GATEWAY_VALUES.replicas,
-  domain: GATEWAY_VALUES.domain,
-});
-const moduleEnv = [
-  {
-    name: "CUBEPOD_CONTROL_PUBLIC_KEY",
-    value: new PoddControl(gatewayInput.tokenKey).publicKey,
-  },
+// No key is made here: the module makes the gateway's at its first start in a cluster.
+const gatewayInput = { code: readFileSync(gatewayCode), image: controllerImage(out) };
+const gateway = [
+  ...gatewayDeployment({
+    ...gatewayInput,
+    replicas: GATEWAY_VALUES.replicas,
+    domain: GATEWAY_VALUES.domain,
+  }),
+  ...tokenKeyRole(name),
 ];
-writeFileSync(moduleYaml, toYaml([...addModuleEnv(out, name, moduleEnv), ...policy, ...gateway]));
+writeFileSync(moduleYaml, toYaml([...out, ...policy, ...gateway]));
 
 const chartTemplates = join(dist, `${uuid}-chart`, "templates");
+writeFileSync(join(chartTemplates, "provenance-policy.yaml"), toYaml(policy));
+writeFileSync(
+  join(chartTemplates, "gateway.yaml"),
+  `${gatewayChartTemplate(gatewayInput)}\n---\n${toYaml(tokenKeyRole(name))}`,
+);
+addGatewayValues(join(dist, `${uuid}-chart`));
 const files: Record<string, string> = {
   MutatingWebhookConfiguration: "mutation-webhook.yaml",
   ValidatingWebhookConfiguration: "validation-webhook.yaml",
 };
-writeFileSync(join(chartTemplates, "provenance-policy.yaml"), toYaml(policy));
-writeFileSync(join(chartTemplates, "gateway.yaml"), gatewayChartTemplate(gatewayInput));
-addGatewayValues(join(dist, `${uuid}-chart`));
-addModuleEnvInChart(join(dist, `${uuid}-chart`), moduleEnv);
 for (const d of out.filter(isWebhookConfiguration)) {
   const path = join(chartTemplates, files[d.kind as string]);
   if (!existsSync(path)) continue;

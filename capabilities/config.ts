@@ -37,11 +37,6 @@ export type Config = {
   reaperIntervalSeconds: number;
   metricsPort: number;
   metricsHost: string;
-  /**
-   * The gateway's public key (Ed25519, base64), which the webhook gives every sandbox's daemon
-   * to check the gateway's credentials with; unset, sandbox Pods are refused.
-   */
-  controlPublicKey?: string;
   network: NetworkConfig;
   /**
    * RuntimeClasses whose Pods run in a VM with a kernel of their own: only there does a Block
@@ -198,7 +193,6 @@ const INTS = {
 
 const METRICS_HOST = "CUBEPOD_METRICS_HOST";
 const FAILPOINT = "CUBEPOD_FAILPOINT";
-const CONTROL_PUBLIC_KEY = "CUBEPOD_CONTROL_PUBLIC_KEY";
 const CLUSTER_NETWORKS = "CUBEPOD_CLUSTER_NETWORKS";
 const GATEWAY_NAMESPACE = "CUBEPOD_GATEWAY_NAMESPACE";
 const NETWORK_POLICY = "CUBEPOD_NETWORK_POLICY";
@@ -218,12 +212,6 @@ export const SETTINGS: Setting[] = [
     description: "the address `/metrics` and `/healthz` listen on",
   },
   {
-    variable: CONTROL_PUBLIC_KEY,
-    default: "unset (sandbox Pods are refused)",
-    description:
-      "the gateway's public key for sandbox daemons (Ed25519, 32 bytes in base64); the build puts it into the module's Deployments",
-  },
-  {
     variable: CLUSTER_NETWORKS,
     default: DEFAULT_CLUSTER_NETWORKS.join(","),
     description:
@@ -232,7 +220,8 @@ export const SETTINGS: Setting[] = [
   {
     variable: GATEWAY_NAMESPACE,
     default: "pepr-system",
-    description: "the namespace of the gateway Pods, the only Pods sandboxes take traffic from",
+    description:
+      "the namespace of the gateway Pods, the only Pods sandboxes take traffic from, and of the gateway's token key (Secret `cubepod-gateway-token-key`, made at the module's first start)",
   },
   {
     variable: SHARD_NAMESPACE,
@@ -316,7 +305,6 @@ export function loadConfig(env: Env = process.env): Config {
     metricsPort: v.metricsPort,
     metricsHost:
       env[METRICS_HOST]?.trim() || (env.KUBERNETES_SERVICE_HOST ? "0.0.0.0" : "127.0.0.1"),
-    controlPublicKey: parseControlKey(env[CONTROL_PUBLIC_KEY]?.trim(), problems),
     network: {
       gatewayNamespace: parseNamespace(
         GATEWAY_NAMESPACE,
@@ -340,15 +328,6 @@ export function loadConfig(env: Env = process.env): Config {
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
-}
-
-function parseControlKey(raw: string | undefined, problems: string[]): string | undefined {
-  if (!raw) return undefined;
-  if (!/^[A-Za-z0-9+/]{43}=$/.test(raw) || Buffer.from(raw, "base64").length !== 32) {
-    problems.push(`${CONTROL_PUBLIC_KEY}: expected 32 bytes in base64, got ${JSON.stringify(raw)}`);
-    return undefined;
-  }
-  return raw;
 }
 
 function parseNamespace(variable: string, raw: string, problems: string[]): string {

@@ -1,5 +1,6 @@
-import { a, Capability } from "pepr";
+import { a, Capability, Log } from "pepr";
 import { CubePodTemplate, PodBox, PodWarmPool } from "./api/kinds";
+import { ControlKey } from "./admission/control-key";
 import { SandboxPodInjector } from "./admission/inject-pod";
 import {
   validateBoxRequest,
@@ -33,7 +34,10 @@ export const operator = new Operator(
     : undefined,
 );
 
-const injector = new SandboxPodInjector(operator.client, operator.network, config);
+// The gateway's key is made at the first start in a cluster, never in the build.
+const controlKey = new ControlKey(operator.client, config.network.gatewayNamespace);
+controlKey.ensure(message => Log.warn(message));
+const injector = new SandboxPodInjector(operator.client, operator.network, controlKey, config);
 
 /** The CubePod capability: admission for sandbox Pods and the three CubePod kinds. */
 export const CubePod = new Capability({

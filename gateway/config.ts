@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { X509Certificate } from "node:crypto";
 import { createSecureContext } from "node:tls";
 import { ConfigError } from "../capabilities/config";
-import { PoddControl } from "./podd-control";
+import { TokenKeys } from "./token-keys";
 
 /**
  * The gateway's settings, read from the environment once at start and validated: a bad value
@@ -15,10 +15,11 @@ export type GatewayConfig = {
   domain: string;
   /** How long a create or connect waits for the box to run and its daemon to answer. */
   startTimeoutMs: number;
-  /** The key access tokens are derived from (HMAC): the same for every replica. */
-  tokenKey: string;
-  /** The credentials for sandboxes' daemons, signed with a key derived from the token key. */
-  control: PoddControl;
+  /**
+   * The keys sandboxes' access tokens, their daemons' credentials and their sealed envVars are
+   * made with: the same for every replica.
+   */
+  tokenKeys: TokenKeys;
   /** Where /metrics and /healthz are served (plain HTTP, on the same address). */
   metricsPort: number;
   /** The largest request body the control API reads. */
@@ -81,7 +82,12 @@ export const GATEWAY_SETTINGS = [
   [
     "CUBEPOD_GATEWAY_TOKEN_KEY",
     "(required)",
-    "secret key access tokens are derived from, >= 32 characters",
+    "secret key access tokens are derived from, >= 32 characters (in a cluster: the Secret the module makes)",
+  ],
+  [
+    "CUBEPOD_GATEWAY_PREVIOUS_TOKEN_KEY",
+    "(none)",
+    "the key a rotation replaced, kept while sandboxes started under it run",
   ],
 ] as const;
 
@@ -109,6 +115,12 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   if (tokenKey.length < 32) {
     problems.push("CUBEPOD_GATEWAY_TOKEN_KEY: expected a secret of at least 32 characters");
   }
+  const previousKey = env.CUBEPOD_GATEWAY_PREVIOUS_TOKEN_KEY?.trim() || undefined;
+  if (previousKey !== undefined && previousKey.length < 32) {
+    problems.push(
+      "CUBEPOD_GATEWAY_PREVIOUS_TOKEN_KEY: expected a secret of at least 32 characters",
+    );
+  }
   const perSecond = int("CUBEPOD_GATEWAY_RATE_PER_SECOND", 50, 0, 1_000_000);
   const burst = int("CUBEPOD_GATEWAY_RATE_BURST", 500, 1, 1_000_000);
   const tls = tlsOf(env, domain, int("CUBEPOD_GATEWAY_TLS_PORT", 8443, 1, 65535), problems);
@@ -118,8 +130,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     domain,
     metricsPort: int("CUBEPOD_GATEWAY_METRICS_PORT", 8082, 1, 65535),
     startTimeoutMs: int("CUBEPOD_GATEWAY_START_TIMEOUT_SECONDS", 30, 1, 3600) * 1000,
-    tokenKey,
-    control: new PoddControl(tokenKey),
+    tokenKeys: new TokenKeys(tokenKey, previousKey),
     maxBodyBytes: 1024 * 1024,
     ...(perSecond > 0 ? { rateLimit: { perSecond, burst } } : {}),
     maxConnections: int("CUBEPOD_GATEWAY_MAX_CONNECTIONS", 10_000, 1, 1_000_000),

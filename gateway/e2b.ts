@@ -29,10 +29,6 @@ export const ANNOTATION_TIMEOUT = `${GROUP}/sandbox-timeout`;
  */
 export const ANNOTATION_STARTED = `${GROUP}/sandbox-started-at`;
 
-/** The Secret that keeps a sandbox's envVars for its resumes, and its type. */
-export const envVarsSecretName = (id: string) => `${id}-envs`;
-export const ENV_VARS_SECRET_TYPE = `${GROUP}/sandbox-envs`;
-
 /** Kept envVars, read back; anything but a map of strings reads as none. */
 export function envVarsOf(json: string): Record<string, string> {
   try {

@@ -1,6 +1,6 @@
 /**
  * The CubePod gateway: E2B's API for sandboxes, and live routing of their traffic. Stateless:
- * every fact it needs comes from the API server (PodBoxes, API-key Secrets) through watches, so
+ * every fact it needs comes from the API server (PodBoxes, PodAPIKeys) through watches, so
  * any number of replicas serve the same sandboxes. It never talks to the module.
  */
 import { ApiClient } from "../capabilities/client/api-client";
@@ -16,7 +16,7 @@ import { SandboxesApi } from "./control/sandboxes";
 import { SnapshotsApi } from "./control/snapshots";
 import { SandboxStarter } from "./control/start";
 import { Informer } from "./informer";
-import { API_KEY_SECRET_TYPE, KeyIndex } from "./keys";
+import { KeyIndex, type PodAPIKey } from "./keys";
 import { SandboxProxy } from "./proxy";
 import { NamespacedCache, SandboxIndex } from "./sandboxes";
 import { gatewayRegistry } from "./metrics";
@@ -50,11 +50,8 @@ async function main(): Promise<void> {
     new Informer<PodWarmPool>(gatewayCredentials, `${GROUP_PATH}/podwarmpools`, {}, (p, d) =>
       pools.observe(p, d),
     ),
-    new Informer(
-      gatewayCredentials,
-      "/api/v1/secrets",
-      { fieldSelector: `type=${API_KEY_SECRET_TYPE}` },
-      (s, d) => keys.observe(s, d),
+    new Informer<PodAPIKey>(gatewayCredentials, `${GROUP_PATH}/podapikeys`, {}, (k, d) =>
+      keys.observe(k, d),
     ),
   ];
   await Promise.all(informers.map(i => i.start()));

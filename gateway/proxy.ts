@@ -9,15 +9,7 @@ import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
 import { autoResumes, proxiedConnections, requestDuration } from "./metrics";
 import { DEFAULT_ENVD_PORT } from "../capabilities/api/common";
-import {
-  accessToken,
-  ended,
-  endpointOf,
-  expired,
-  resumesOnTraffic,
-  sameToken,
-  sandboxIdOf,
-} from "./e2b";
+import { ended, endpointOf, expired, resumesOnTraffic, sameToken, sandboxIdOf } from "./e2b";
 import { internalError } from "./internal-errors";
 import { CONTROL_HEADER } from "./podd-control";
 import type { SandboxIndex } from "./sandboxes";
@@ -249,8 +241,8 @@ export class SandboxProxy {
         ? {
             box,
             ...at,
-            token: accessToken(this.config.tokenKey, box),
-            control: this.config.control.credential(box)!,
+            token: this.config.tokenKeys.accessToken(box),
+            control: this.config.tokenKeys.credential(box)!,
           }
         : null;
       this.#live.set(box, live);
@@ -269,7 +261,7 @@ export class SandboxProxy {
       .filter(b => !ended(b) && resumesOnTraffic(b))
       .filter(b =>
         route.port === DEFAULT_ENVD_PORT || token !== undefined
-          ? sameToken(token, accessToken(this.config.tokenKey, b))
+          ? sameToken(token, this.config.tokenKeys.accessToken(b))
           : true,
       );
     return candidates.length > 0 ? { sleeping: candidates[0] } : undefined;

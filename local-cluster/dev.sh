@@ -14,9 +14,12 @@ kubectl apply -f samples/real-sandbox.yaml
 # An API key of the gateway for cubepod-demo (only its hash is stored), and the podd stand-in that
 # answers for the demo's sandboxes while kwok's Pods run nothing.
 key=e2b_$(openssl rand -hex 20)
-kubectl -n cubepod-demo create secret generic demo-agents --type=pod.cubeplex.ai/api-key \
-  --from-literal=sha256="$(printf %s "$key" | sha256sum | cut -d' ' -f1)" \
-  --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+kubectl -n cubepod-demo apply -f - >/dev/null <<EOF
+apiVersion: pod.cubeplex.ai/v1alpha1
+kind: PodAPIKey
+metadata: { name: demo-agents }
+spec: { sha256: $(printf %s "$key" | sha256sum | cut -d' ' -f1), description: "npm run dev's key" }
+EOF
 start envd-stand-in npx tsx local-cluster/serve-envd-stand-in.ts cubepod-demo
 # A session starting again counts as activity, as a gateway would record it: sample boxes the
 # reaper paused while nobody used them (idleTimeoutSeconds) resume. Metadata only: no webhook call.

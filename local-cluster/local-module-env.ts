@@ -1,27 +1,23 @@
 /**
  * The local module's settings that follow from the local cluster, as `export` lines for
- * module.sh (and the chart's values in the tests): the gateway's public key, from the token key
- * the local gateway uses; the local networks a sandbox's default egress excludes, beside the
+ * module.sh (and the chart's values in the tests): the local networks a sandbox's default egress excludes, beside the
  * private ranges; NetworkPolicy declared enforced, as real-node.sh runs an enforcer; and the
  * RuntimeClass that stands in for a VM on the real node, for Block mode.
- * Usage: local-module-env.ts TOKEN_KEY_FILE
+ * Usage: local-module-env.ts
  */
-import { readFileSync } from "node:fs";
 import { DEFAULT_CLUSTER_NETWORKS, DEFAULT_VM_RUNTIME_CLASSES } from "../capabilities/config";
-import { PoddControl } from "../gateway/podd-control";
 
 /** The real node's runc as it stands in for a VM runtime, for Block mode (runtime-class.yaml). */
 export const VM_STANDIN = "vm-standin";
 
 /** The settings, by variable. */
-export function localModuleEnv(tokenKey: string): Record<string, string> {
+export function localModuleEnv(): Record<string, string> {
   // The real node's Pods and the Services, with env.sh's defaults and overrides.
   const local = [
     process.env.CUBEPOD_REAL_POD_SUBNET ?? "198.18.0.0/24",
     process.env.CUBEPOD_SERVICE_CIDR ?? "198.18.1.0/24",
   ];
   return {
-    CUBEPOD_CONTROL_PUBLIC_KEY: new PoddControl(tokenKey).publicKey,
     CUBEPOD_CLUSTER_NETWORKS: [...DEFAULT_CLUSTER_NETWORKS, ...local].join(","),
     CUBEPOD_NETWORK_POLICY: "enforced",
     CUBEPOD_VM_RUNTIME_CLASSES: [...DEFAULT_VM_RUNTIME_CLASSES, VM_STANDIN].join(","),
@@ -29,6 +25,6 @@ export function localModuleEnv(tokenKey: string): Record<string, string> {
 }
 
 if (require.main === module) {
-  const env = localModuleEnv(readFileSync(process.argv[2], "utf8").trim());
+  const env = localModuleEnv();
   for (const [k, v] of Object.entries(env)) console.log(`export ${k}=${JSON.stringify(v)}`);
 }

@@ -19,8 +19,13 @@ start)
   # A module killed earlier may have left webhooks pointing at nothing.
   webhooks_gone
   rm -f "$LOGS/module.log"
-  gateway_token_key >/dev/null
-  eval "$(npx tsx "$here/local-module-env.ts" "$GATEWAY_TOKEN_KEY_FILE")"
+  # The gateway's token key, as the module would make it in a cluster (control-key.ts), but from
+  # the file the host gateway reads too.
+  kubectl create namespace pepr-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null
+  kubectl -n pepr-system create secret generic cubepod-gateway-token-key \
+    --from-literal=key="$(gateway_token_key)" --dry-run=client -o yaml |
+    kubectl apply --server-side -f - >/dev/null
+  eval "$(npx tsx "$here/local-module-env.ts")"
   LOG_LEVEL=${LOG_LEVEL:-info} start module npx pepr dev --host localhost --yes
   ready() {
     kubectl get mutatingwebhookconfiguration "$MODULE_NAME" >/dev/null 2>&1 &&

@@ -4,7 +4,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parse, stringify } from "yaml";
 import { localModuleEnv } from "../local-cluster/local-module-env";
-import { BIN_DIR, cluster, Kube, KUBECONFIG, paths, ROOT } from "./kube";
+import { BIN_DIR, cluster, Kube, KUBECONFIG, Obj, paths, ROOT } from "./kube";
 import { REAL_NODE_PLACEMENT } from "./objects";
 
 export const MODULE_NAMESPACE = "pepr-system";
@@ -40,7 +40,7 @@ export async function deployModule(
   const values = join(dir, "values.yaml");
   const defaults = parse(readFileSync(join(chart, "values.yaml"), "utf8"));
   const { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY, CUBEPOD_VM_RUNTIME_CLASSES } =
-    localModuleEnv("unused-key");
+    localModuleEnv();
   const local = { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY, CUBEPOD_VM_RUNTIME_CLASSES };
   const env = (part: "admission" | "watcher") => [
     ...defaults[part].env,
@@ -71,16 +71,7 @@ export async function deployModule(
     values,
   ]);
   run("kubectl", ["apply", "--server-side", "--force-conflicts", "-f", "-"], rendered);
-  for (const name of DEPLOYMENTS) {
-    await kube.waitFor(
-      `/apis/apps/v1/namespaces/${MODULE_NAMESPACE}/deployments/${name}`,
-      o =>
-        o?.status?.observedGeneration === o?.metadata?.generation &&
-        (o?.status?.availableReplicas ?? 0) >= (o?.spec?.replicas ?? 1) &&
-        (o?.status?.unavailableReplicas ?? 0) === 0,
-      300_000,
-    );
-  }
+  for (const name of DEPLOYMENTS) await rolledOut(kube, name);
   // Admission through the Service: a dry-run create of a valid template is admitted.
   for (let i = 0; i < 60; i++) {
     const r = await kube.request("POST", `${paths.podtemplates("default")}?dryRun=All`, {
@@ -93,6 +84,64 @@ export async function deployModule(
     await new Promise(r => setTimeout(r, 1000));
   }
   throw new Error("the deployed module's webhooks never answered through their Service");
+}
+
+/**
+ * Resolves once the Deployment's Pods are all of its current template, and available, and the
+ * old ones are gone: a terminating Pod may still answer what its Service sends it.
+ */
+async function rolledOut(kube: Kube, name: string): Promise<void> {
+  const deployment = await kube.waitFor(
+    `/apis/apps/v1/namespaces/${MODULE_NAMESPACE}/deployments/${name}`,
+    o =>
+      o?.status?.observedGeneration === o?.metadata?.generation &&
+      (o?.status?.updatedReplicas ?? 0) >= (o?.spec?.replicas ?? 1) &&
+      (o?.status?.availableReplicas ?? 0) >= (o?.spec?.replicas ?? 1) &&
+      (o?.status?.replicas ?? 0) === (o?.spec?.replicas ?? 1) &&
+      (o?.status?.unavailableReplicas ?? 0) === 0,
+    300_000,
+  );
+  const selector = Object.entries(deployment!.spec.selector.matchLabels as Record<string, string>)
+    .map(([k, v]) => `${k}=${v}`)
+    .join(",");
+  const pods = `/api/v1/namespaces/${MODULE_NAMESPACE}/pods?labelSelector=${encodeURIComponent(selector)}`;
+  for (let i = 0; i < 600; i++) {
+    if ((await kube.get(pods)).body.items.length === deployment!.spec.replicas) return;
+    await new Promise(r => setTimeout(r, 500));
+  }
+  throw new Error(`Deployment ${name}: its old Pods did not go`);
+}
+
+/** `kubectl rollout restart` of the deployed Deployments, waited for. */
+export async function restartDeployments(kube: Kube, names: string[]): Promise<void> {
+  const at = new Date().toISOString();
+  for (const name of names) {
+    await kube.request(
+      "PATCH",
+      `/apis/apps/v1/namespaces/${MODULE_NAMESPACE}/deployments/${name}`,
+      {
+        spec: {
+          template: { metadata: { annotations: { "kubectl.kubernetes.io/restartedAt": at } } },
+        },
+      },
+      "application/merge-patch+json",
+    );
+  }
+  for (const name of names) await rolledOut(kube, name);
+}
+
+/** The address of a deployed gateway Pod that is ready (and not going). */
+export async function deployedGatewayUrl(kube: Kube): Promise<string> {
+  const pods = await kube.get(
+    `/api/v1/namespaces/${MODULE_NAMESPACE}/pods?labelSelector=app.kubernetes.io/component%3Dgateway`,
+  );
+  const ready = (pods.body.items as Obj[]).find(
+    p =>
+      !p.metadata.deletionTimestamp &&
+      p.status.conditions?.some((c: Obj) => c.type === "Ready" && c.status === "True"),
+  );
+  if (!ready) throw new Error("no deployed gateway Pod is ready");
+  return `http://${ready.status.podIP}:8080`;
 }
 
 /** The deployed gateway's token key, from its Secret. */

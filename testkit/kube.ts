@@ -362,6 +362,8 @@ export const paths = {
     `${GROUP_PATH}/namespaces/${ns}/podtemplates${name && `/${name}`}`,
   podwarmpools: (ns: string, name = "") =>
     `${GROUP_PATH}/namespaces/${ns}/podwarmpools${name && `/${name}`}`,
+  podapikeys: (ns: string, name = "") =>
+    `${GROUP_PATH}/namespaces/${ns}/podapikeys${name && `/${name}`}`,
   pods: (ns: string, name = "") => `/api/v1/namespaces/${ns}/pods${name && `/${name}`}`,
   pvcs: (ns: string, name = "") =>
     `/api/v1/namespaces/${ns}/persistentvolumeclaims${name && `/${name}`}`,

@@ -52,11 +52,12 @@ export function podBox(name: string, spec: object) {
   return { apiVersion: "pod.cubeplex.ai/v1alpha1", kind: "PodBox", metadata: { name }, spec };
 }
 
-/** A gateway API key as its tenant stores it: a Secret of the key type holding the key's SHA-256. */
-export function apiKeySecret(name: string, key: string) {
+/** A gateway API key as its tenant stores it: a PodAPIKey holding the key's SHA-256. */
+export function podAPIKey(name: string, key: string) {
   return {
+    apiVersion: "pod.cubeplex.ai/v1alpha1",
+    kind: "PodAPIKey",
     metadata: { name },
-    type: "pod.cubeplex.ai/api-key",
-    stringData: { sha256: createHash("sha256").update(key).digest("hex") },
+    spec: { sha256: createHash("sha256").update(key).digest("hex") },
   };
 }

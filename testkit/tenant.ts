@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { Kube, paths } from "./kube";
-import { apiKeySecret, podTemplate, realTemplate } from "./objects";
+import { podAPIKey, podTemplate, realTemplate } from "./objects";
 
 /**
  * A tenant of the gateway on the real node, for tests and benchmarks that drive it with E2B's
@@ -22,7 +22,7 @@ export async function realTenant(
 ): Promise<{ ns: string; key: string }> {
   const ns = await kube.namespace(opts.prefix);
   const key = `e2b_${randomBytes(20).toString("hex")}`;
-  await kube.mustCreate(paths.secrets(ns), apiKeySecret(`${opts.prefix}-agents`, key));
+  await kube.mustCreate(paths.podapikeys(ns), podAPIKey(`${opts.prefix}-agents`, key));
   await kube.mustCreate(
     paths.podtemplates(ns),
     podTemplate(opts.template, {

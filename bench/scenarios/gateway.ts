@@ -6,7 +6,7 @@ import { join } from "node:path";
 import { Sandbox } from "e2b";
 import { ECHO_PORT } from "../../testkit/envd-stand-in";
 import { Kube, paths, ROOT } from "../../testkit/kube";
-import { apiKeySecret, podTemplate, TEMPLATE } from "../../testkit/objects";
+import { podAPIKey, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
@@ -82,7 +82,7 @@ export async function benchGateway(kube: Kube) {
   const ns = await kube.namespace("bench-gateway");
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("python", TEMPLATE));
   const key = `e2b_${randomBytes(20).toString("hex")}`;
-  await kube.mustCreate(paths.secrets(ns), apiKeySecret("bench-agents", key));
+  await kube.mustCreate(paths.podapikeys(ns), podAPIKey("bench-agents", key));
   // The daemons in a process of their own, as each sandbox's podd is: not in the measuring one.
   const standIn = await ownProcess(
     [join(ROOT, "local-cluster", "serve-envd-stand-in.ts"), ns],

@@ -3,6 +3,7 @@ import type { CubePodTemplate } from "../api/kinds";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
 import type { Config } from "../config";
+import type { ControlKey } from "./control-key";
 import type { NetworkReconciler } from "../network/reconciler";
 import { injectRuntime } from "../manifests/injection";
 import { LABEL_TEMPLATE, LABEL_TEMPLATE_HASH } from "../manifests/labels";
@@ -20,7 +21,8 @@ export class SandboxPodInjector {
   constructor(
     private readonly client: ApiClient,
     private readonly network: NetworkReconciler,
-    private readonly config: Pick<Config, "controlPublicKey" | "vmRuntimeClasses">,
+    private readonly controlKey: Pick<ControlKey, "publicKey">,
+    private readonly config: Pick<Config, "vmRuntimeClasses">,
   ) {}
 
   /**
@@ -30,13 +32,11 @@ export class SandboxPodInjector {
    * before the template changed or went gets the version it was built from.
    */
   async inject(req: PeprMutateRequest<a.Pod>): Promise<void> {
-    const key = this.config.controlPublicKey;
-    if (!key) {
+    const key = await this.controlKey.publicKey().catch(e => {
       throw new Error(
-        "the CubePod module has no CUBEPOD_CONTROL_PUBLIC_KEY: its sandboxes' daemons could not " +
-          "tell the gateway from anyone else (install the module from its built manifest or chart)",
+        `the gateway's key is not readable: sandbox daemons could not tell the gateway from anyone else (${(e as Error).message})`,
       );
-    }
+    });
     const pod = req.Raw;
     const namespace = pod.metadata?.namespace || req.Request.namespace || "default";
     const templateName = pod.metadata?.labels?.[LABEL_TEMPLATE] ?? "";

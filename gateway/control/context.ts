@@ -1,17 +1,9 @@
-import { API_VERSION } from "../../capabilities/api/common";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../../capabilities/api/kinds";
 import type { ApiClient } from "../../capabilities/client/api-client";
 import { paths } from "../../capabilities/client/paths";
 import type { GatewayConfig } from "../config";
-import {
-  ANNOTATION_STARTED,
-  ended,
-  ENV_VARS_SECRET_TYPE,
-  envVarsOf,
-  envVarsSecretName,
-  notFound,
-  templateOf,
-} from "../e2b";
+import { ANNOTATION_STARTED, ApiError, ended, envVarsOf, notFound, templateOf } from "../e2b";
+import { ANNOTATION_ENV_VARS, ANNOTATION_TOKEN_KEY, MAX_SEALED_ENV_VARS } from "../token-keys";
 import type { NamespacedCache, SandboxIndex } from "../sandboxes";
 import { isSnapshot } from "../snapshots";
 
@@ -66,32 +58,29 @@ export class ControlContext {
   }
 
   /**
-   * Keeps a create's envVars for the daemon of every resume, which starts anew: in a Secret (they
-   * often carry credentials), owned by the box so that it goes with it.
+   * The annotations that keep a create's envVars for the daemon of every resume and fork, which
+   * starts anew, and name the key its access token is made with. Sealed (they often carry
+   * credentials): the tenant may read its boxes, and only the gateway can open them.
    */
-  async keepEnvVars(box: PodBox, envVars: Record<string, string>): Promise<void> {
-    if (Object.keys(envVars).length === 0) return;
-    const { namespace, name, uid } = box.metadata!;
-    await this.client.create(paths.secrets(namespace!), {
-      apiVersion: "v1",
-      kind: "Secret",
-      metadata: {
-        name: envVarsSecretName(name!),
-        ownerReferences: [{ apiVersion: API_VERSION, kind: "PodBox", name: name!, uid: uid! }],
-      },
-      type: ENV_VARS_SECRET_TYPE,
-      data: { envVars: Buffer.from(JSON.stringify(envVars)).toString("base64") },
-    });
+  keyAnnotations(
+    ns: string,
+    name: string,
+    envVars: Record<string, string>,
+  ): Record<string, string> {
+    const keys = this.config.tokenKeys;
+    const annotations: Record<string, string> = { [ANNOTATION_TOKEN_KEY]: keys.current.id };
+    if (Object.keys(envVars).length === 0) return annotations;
+    const sealed = keys.sealEnvVars(envVars, ns, name);
+    if (sealed.length > MAX_SEALED_ENV_VARS) {
+      throw new ApiError(400, `envVars: at most ${MAX_SEALED_ENV_VARS / 1024} KiB in all`);
+    }
+    return { ...annotations, [ANNOTATION_ENV_VARS]: sealed };
   }
 
-  /** The envVars a create kept for the box now named `id` (its own: owned by its UID). */
-  async keptEnvVars(ns: string, id: string): Promise<Record<string, string>> {
-    type Kept = { metadata?: { ownerReferences?: { uid: string }[] }; data?: { envVars?: string } };
-    const kept = await this.client.get<Kept>(paths.secrets(ns, envVarsSecretName(id)));
-    const uid = this.boxes.get(ns, id)?.metadata?.uid;
-    if (!kept?.data?.envVars || !kept.metadata?.ownerReferences?.some(o => o.uid === uid)) {
-      return {};
-    }
-    return envVarsOf(Buffer.from(kept.data.envVars, "base64").toString("utf8"));
+  /** The envVars a create kept for the box now named `id`, as the watch shows it. */
+  keptEnvVars(ns: string, id: string): Record<string, string> {
+    const box = this.boxes.get(ns, id);
+    const opened = box && this.config.tokenKeys.openEnvVars(box);
+    return opened === undefined ? {} : envVarsOf(opened);
   }
 }

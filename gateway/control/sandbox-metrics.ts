@@ -2,7 +2,7 @@ import { request } from "undici";
 import { z } from "zod";
 import type { PodBox } from "../../capabilities/api/kinds";
 import { AnswerTooLarge, MAX_DAEMON_ANSWER_BYTES, readBoundedText } from "../bounded-read";
-import { accessToken, ApiError, ended, endpointOf, stateOf } from "../e2b";
+import { ApiError, ended, endpointOf, stateOf } from "../e2b";
 import { CONTROL_HEADER } from "../podd-control";
 import type { ControlContext } from "./context";
 import type { Answer } from "./routes";
@@ -99,8 +99,8 @@ export class SandboxMetricsApi {
     try {
       res = await request(`http://${at.ip}:${at.envdPort}/metrics`, {
         headers: {
-          [CONTROL_HEADER]: config.control.credential(box)!,
-          "X-Access-Token": accessToken(config.tokenKey, box),
+          [CONTROL_HEADER]: config.tokenKeys.credential(box)!,
+          "X-Access-Token": config.tokenKeys.accessToken(box),
         },
         headersTimeout: 5000,
         bodyTimeout: 5000,

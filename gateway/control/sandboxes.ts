@@ -4,7 +4,6 @@ import { KubeError } from "../../capabilities/client/api-client";
 import { paths } from "../../capabilities/client/paths";
 import { rfc3339Time } from "../../capabilities/reaper/activity";
 import {
-  accessToken,
   ANNOTATION_AUTO_RESUME,
   ANNOTATION_METADATA,
   ANNOTATION_TEMPLATE,
@@ -98,7 +97,7 @@ export class SandboxesApi {
     if (input.allow_internet_access === false) spec.egress = "None";
     const annotations = createdAnnotations(input);
     const envVars = {
-      ...(await this.context.keptEnvVars(ns, snapshot.metadata!.name!)),
+      ...this.context.keptEnvVars(ns, snapshot.metadata!.name!),
       ...input.envVars,
     };
     return { status: 201, body: await this.starter.make(ns, spec, annotations, input, envVars) };
@@ -162,7 +161,7 @@ export class SandboxesApi {
       status: 200,
       body: {
         ...listedSandbox(box, this.context.templateOf(box)),
-        envdAccessToken: accessToken(config.tokenKey, box),
+        envdAccessToken: config.tokenKeys.accessToken(box),
         domain: config.domain,
         allowInternetAccess: box.spec?.egress !== "None",
         lifecycle: {
@@ -185,7 +184,7 @@ export class SandboxesApi {
       }
       return {
         status: 200,
-        body: sandbox(box, accessToken(config.tokenKey, box), config.domain),
+        body: sandbox(box, config.tokenKeys.accessToken(box), config.domain),
       };
     }
     return { status: 201, body: await this.starter.resume(ns, id, input.timeout) };
@@ -243,7 +242,7 @@ export class SandboxesApi {
       [ANNOTATION_METADATA]: parent.metadata?.annotations?.[ANNOTATION_METADATA] ?? "{}",
     };
     // A fork's daemon gets its parent's environment, as E2B's fork copies it with the memory.
-    const envVars = await this.context.keptEnvVars(ns, id);
+    const envVars = this.context.keptEnvVars(ns, id);
     // A fork of a sandbox without internet access has none either.
     const spec = {
       templateRef: templateID,

@@ -59,6 +59,8 @@ export class SnapshotsApi {
           [ANNOTATION_SNAPSHOT_OF]: id,
           [ANNOTATION_TEMPLATE]: templateIdOf(source),
           ...(name ? { [ANNOTATION_SNAPSHOT_NAME]: formatName(name) } : {}),
+          // Sandboxes made from the snapshot get the environment it was taken with.
+          ...this.context.keyAnnotations(ns, boxName, this.context.keptEnvVars(ns, id)),
         },
       },
       spec: {
@@ -86,7 +88,6 @@ export class SnapshotsApi {
       await client.mergePatch(paths.podBoxes(ns, boxName), {
         spec: { desiredState: "Paused" },
       });
-      await this.context.keepEnvVars(created, await this.context.keptEnvVars(ns, id));
     } catch (e) {
       await client.delete(paths.podBoxes(ns, boxName)).catch(() => undefined);
       if (e instanceof ApiError) throw e;

@@ -5,7 +5,6 @@ import { paths } from "../../capabilities/client/paths";
 import { kubeTime } from "../../capabilities/kit/conditions";
 import { ANNOTATION_LAST_ACTIVITY } from "../../capabilities/reaper/activity";
 import {
-  accessToken,
   ANNOTATION_TIMEOUT,
   ApiError,
   DEFAULT_TIMEOUT_SECONDS,
@@ -16,6 +15,7 @@ import {
 import { AnswerTooLarge, MAX_DAEMON_ANSWER_BYTES, readBoundedText } from "../bounded-read";
 import { sandboxStart } from "../metrics";
 import { CONTROL_HEADER } from "../podd-control";
+import { ANNOTATION_TOKEN_KEY } from "../token-keys";
 import { endAt, startedNow, type ControlContext } from "./context";
 
 /** The `Sandbox` a create, connect or resume answers. */
@@ -55,7 +55,14 @@ export class SandboxStarter {
     const box = {
       apiVersion: API_VERSION,
       kind: "PodBox",
-      metadata: { name: id, annotations: { ...annotations, ...startedNow() } },
+      metadata: {
+        name: id,
+        annotations: {
+          ...annotations,
+          ...startedNow(),
+          ...this.context.keyAnnotations(ns, id, envVars),
+        },
+      },
       spec: {
         ...spec,
         expiresAt: endAt(whileStarting),
@@ -64,13 +71,10 @@ export class SandboxStarter {
     };
     const since = Date.now();
     const written = sandboxStart.startTimer({ step: "write" });
-    const created = await client.create<PodBox>(paths.podBoxes(ns), box as unknown as PodBox);
+    await client.create<PodBox>(paths.podBoxes(ns), box as unknown as PodBox);
     written();
     try {
-      const [started] = await Promise.all([
-        this.#start(ns, id, envVars),
-        this.context.keepEnvVars(created, envVars),
-      ]);
+      const started = await this.#start(ns, id, envVars);
       if (whileStarting !== timeout || Date.now() - since > START_SLACK_MS) {
         await this.context.setEnd(ns, id, timeout);
       }
@@ -102,14 +106,20 @@ export class SandboxStarter {
       const since = Date.now();
       const written = sandboxStart.startTimer({ step: "write" });
       const patched = await client.mergePatch<PodBox>(paths.podBoxes(ns, id), {
-        metadata: { annotations: { [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()) } },
+        metadata: {
+          annotations: {
+            [ANNOTATION_LAST_ACTIVITY]: kubeTime(new Date()),
+            // Its daemon starts anew: the /init below hands it a token of the current key.
+            [ANNOTATION_TOKEN_KEY]: config.tokenKeys.current.id,
+          },
+        },
         spec: { desiredState: "Running", expiresAt: endAt(whileStarting) },
       });
       written();
       // The operator may be pausing it still (its expiry came): only a status that answers
       // this write says where it runs.
       const generation = patched.metadata?.generation ?? 0;
-      const started = await this.#start(ns, id, await this.context.keptEnvVars(ns, id), generation);
+      const started = await this.#start(ns, id, this.context.keptEnvVars(ns, id), generation);
       if (whileStarting !== seconds || Date.now() - since > START_SLACK_MS) {
         await this.context.setEnd(ns, id, seconds);
       }
@@ -156,8 +166,8 @@ export class SandboxStarter {
     running();
     const initialized = sandboxStart.startTimer({ step: "init" });
     const url = box.status!.poddURL!;
-    const token = accessToken(config.tokenKey, box);
-    const credential = config.control.credential(box)!;
+    const token = config.tokenKeys.accessToken(box);
+    const credential = config.tokenKeys.credential(box)!;
     const body = JSON.stringify({
       envVars,
       accessToken: token,

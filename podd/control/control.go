@@ -36,23 +36,33 @@ func Sign(key ed25519.PrivateKey, g Grant) string {
 	return payload + "." + base64.RawURLEncoding.EncodeToString(ed25519.Sign(key, g.message()))
 }
 
-// Parse reads a credential's grant and checks its signature.
+// maxSignatures bounds the signatures one credential may carry: the gateway signs with its
+// current token key and, through a rotation, the one it replaced.
+const maxSignatures = 4
+
+// Parse reads a credential's grant and checks its signatures: one made with the key this daemon
+// trusts suffices, so that a daemon started before a rotation of the gateway's key still obeys.
 func Parse(key ed25519.PublicKey, credential string) (Grant, error) {
-	payload, sig, ok := strings.Cut(credential, ".")
-	if !ok {
+	parts := strings.Split(credential, ".")
+	if len(parts) < 2 || len(parts) > 1+maxSignatures {
 		return Grant{}, errors.New("malformed credential")
 	}
-	raw, err1 := base64.RawURLEncoding.DecodeString(payload)
-	signature, err2 := base64.RawURLEncoding.DecodeString(sig)
+	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
 	box, pod, ok := strings.Cut(string(raw), "/")
-	if err1 != nil || err2 != nil || !ok || box == "" || pod == "" {
+	if err != nil || !ok || box == "" || pod == "" {
 		return Grant{}, errors.New("malformed credential")
 	}
 	g := Grant{Box: box, Pod: pod}
-	if !ed25519.Verify(key, g.message(), signature) {
-		return Grant{}, errors.New("credential not signed by the gateway")
+	for _, sig := range parts[1:] {
+		signature, err := base64.RawURLEncoding.DecodeString(sig)
+		if err != nil {
+			return Grant{}, errors.New("malformed credential")
+		}
+		if ed25519.Verify(key, g.message(), signature) {
+			return g, nil
+		}
 	}
-	return g, nil
+	return Grant{}, errors.New("credential not signed by the gateway")
 }
 
 // ParsePublicKey reads the gateway's public key as the Pod's environment carries it: the 32

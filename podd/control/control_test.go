@@ -43,6 +43,7 @@ func TestParse(t *testing.T) {
 	good := Sign(key, Grant{Box: "b", Pod: "p"})
 	payload, sig, _ := strings.Cut(good, ".")
 	forgedPayload := base64.RawURLEncoding.EncodeToString([]byte("b2/p")) + "." + sig
+	_, otherSig, _ := strings.Cut(Sign(other, Grant{Box: "b", Pod: "p"}), ".")
 	cases := []struct {
 		name, credential, err string
 	}{
@@ -53,6 +54,11 @@ func TestParse(t *testing.T) {
 		{"not base64", "%%%.%%%", "malformed"},
 		{"no box", base64.RawURLEncoding.EncodeToString([]byte("/p")) + "." + sig, "malformed"},
 		{"empty", "", "malformed"},
+		{"signed by the gateway's old key, then this one", Sign(other, Grant{Box: "b", Pod: "p"}) + "." + sig, ""},
+		{"signed by this key, then another", good + "." + otherSig, ""},
+		{"signed twice by other keys", Sign(other, Grant{Box: "b", Pod: "p"}) + "." + otherSig, "not signed"},
+		{"too many signatures", good + strings.Repeat("."+sig, 4), "malformed"},
+		{"an empty signature among them", payload + ".." + sig, ""},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

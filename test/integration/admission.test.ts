@@ -112,7 +112,7 @@ const CREATE_DENIALS: [string, string, object, string][] = [
     "PodTemplate",
     "block-on-gvisor",
     { image: "py:3", runtimeClassName: "gvisor" },
-    `spec.volumeMode: Block needs a VM runtime, one of the RuntimeClasses ${localModuleEnv("-").CUBEPOD_VM_RUNTIME_CLASSES.split(",").join(", ")} (the module's CUBEPOD_VM_RUNTIME_CLASSES), as the sandbox formats and mounts its devices in its own kernel; runtimeClassName "gvisor" is not one: use Filesystem, or one of those`,
+    `spec.volumeMode: Block needs a VM runtime, one of the RuntimeClasses ${localModuleEnv().CUBEPOD_VM_RUNTIME_CLASSES.split(",").join(", ")} (the module's CUBEPOD_VM_RUNTIME_CLASSES), as the sandbox formats and mounts its devices in its own kernel; runtimeClassName "gvisor" is not one: use Filesystem, or one of those`,
   ],
   // Rules of the Pod API itself, found by a dry run of the Pod the template makes.
   [

@@ -19,20 +19,23 @@ const box = (name: string, spec: object) => ({
 });
 
 describe("CRDs on the real API server", () => {
-  it.each(["podtemplates", "podwarmpools", "podboxes"])("%s is established", async plural => {
-    const r = await kube.get(
-      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${plural}.pod.cubeplex.ai`,
-    );
-    expect(r.status).toBe(200);
-    const established = r.body.status.conditions.find(
-      (c: { type: string }) => c.type === "Established",
-    );
-    expect(established.status).toBe("True");
-    // A non-structural schema would show up as a NonStructuralSchema condition.
-    expect(r.body.status.conditions.map((c: { type: string }) => c.type)).not.toContain(
-      "NonStructuralSchema",
-    );
-  });
+  it.each(["podtemplates", "podwarmpools", "podboxes", "podapikeys"])(
+    "%s is established",
+    async plural => {
+      const r = await kube.get(
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${plural}.pod.cubeplex.ai`,
+      );
+      expect(r.status).toBe(200);
+      const established = r.body.status.conditions.find(
+        (c: { type: string }) => c.type === "Established",
+      );
+      expect(established.status).toBe("True");
+      // A non-structural schema would show up as a NonStructuralSchema condition.
+      expect(r.body.status.conditions.map((c: { type: string }) => c.type)).not.toContain(
+        "NonStructuralSchema",
+      );
+    },
+  );
 
   it("stores a PodBox with the schema's defaults applied by the API server", async () => {
     const created = await kube.mustCreate(

@@ -27,22 +27,7 @@ export function gatewayDocs(): Obj[] {
  */
 export function startDeployedGateway(port: number, tokenKey: string): ChildProcess {
   const docs = gatewayDocs();
-  const dir = mkdtempSync(join(tmpdir(), "cubepod-gw-"));
-  const access = docs.filter(d =>
-    ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"].includes(d.kind),
-  );
-  const kubectl = (...args: string[]) =>
-    execFileSync(join(BIN_DIR, "kubectl"), args, {
-      encoding: "utf8",
-      env: { ...process.env, KUBECONFIG },
-    });
-  writeFileSync(join(dir, "access.yaml"), access.map(d => stringify(d)).join("---\n"));
-  try {
-    kubectl("get", "namespace", "pepr-system");
-  } catch {
-    kubectl("create", "namespace", "pepr-system");
-  }
-  kubectl("apply", "-f", join(dir, "access.yaml"));
+  const dir = applyGatewayAccess(docs);
   writeFileSync(join(dir, "token"), kubectl("create", "token", GATEWAY_NAME, "-n", "pepr-system"));
   writeFileSync(join(dir, "ca.crt"), readFileSync(join(CLUSTER_DIR, "pki", "ca.crt")));
   const code = docs.find(d => d.kind === "Secret" && d.metadata.name === `${GATEWAY_NAME}-code`)!;
@@ -68,6 +53,31 @@ export function startDeployedGateway(port: number, tokenKey: string): ChildProce
     stdio: ["ignore", "ignore", "inherit"],
     detached: true,
   });
+}
+
+const kubectl = (...args: string[]) =>
+  execFileSync(join(BIN_DIR, "kubectl"), args, {
+    encoding: "utf8",
+    env: { ...process.env, KUBECONFIG },
+  });
+
+/**
+ * The gateway's ServiceAccount, ClusterRole and binding from the manifest, applied for real;
+ * returns the scratch directory it wrote them in.
+ */
+export function applyGatewayAccess(docs = gatewayDocs()): string {
+  const dir = mkdtempSync(join(tmpdir(), "cubepod-gw-"));
+  const access = docs.filter(d =>
+    ["ServiceAccount", "ClusterRole", "ClusterRoleBinding"].includes(d.kind),
+  );
+  writeFileSync(join(dir, "access.yaml"), access.map(d => stringify(d)).join("---\n"));
+  try {
+    kubectl("get", "namespace", "pepr-system");
+  } catch {
+    kubectl("create", "namespace", "pepr-system");
+  }
+  kubectl("apply", "-f", join(dir, "access.yaml"));
+  return dir;
 }
 
 /** Resolves once a gateway answers on the port. */

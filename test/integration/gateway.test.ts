@@ -7,7 +7,7 @@ import { promisify } from "node:util";
 import { AuthenticationError, Sandbox, SandboxNotFoundError } from "e2b";
 import { WebSocket } from "undici";
 import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../testkit/kube";
-import { apiKeySecret, podTemplate, TEMPLATE } from "../../testkit/objects";
+import { podAPIKey, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { ECHO_PORT, EnvdStandIn } from "../../testkit/envd-stand-in";
 import { startDeployedGateway, untilServing } from "./deployed-gateway";
 
@@ -29,7 +29,7 @@ const keyB = `e2b_${randomBytes(20).toString("hex")}`;
 const as = (apiKey: string) => ({ apiKey, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: DOMAIN });
 
 async function apiKey(ns: string, key: string) {
-  await kube.mustCreate(`/api/v1/namespaces/${ns}/secrets`, apiKeySecret("agents", key));
+  await kube.mustCreate(paths.podapikeys(ns), podAPIKey("agents", key));
 }
 
 /** One raw HTTP request to the gateway, so that tests control every header (Host included). */
@@ -134,16 +134,20 @@ describe("the E2B SDK against the gateway", () => {
     expect(await Sandbox.pause(sbx.sandboxId, as(keyA))).toBe(false);
     const resumed = await Sandbox.connect(sbx.sandboxId, as(keyA));
     expect((await resumed.commands.run("echo back")).stdout).toBe("back\n");
-    // The resumed daemon starts anew: it gets the create's envVars again, kept in a Secret.
-    const pod = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body.status.podIP;
-    expect(standIn.inits.get(pod)!.envVars).toEqual({ TOKEN: "kept" });
+    // The resumed daemon starts anew: it gets the create's envVars again, kept sealed in the
+    // box (its tenant reads ciphertext), and no Secret.
+    const box = (await kube.get(paths.podboxes(nsA, sbx.sandboxId))).body;
+    expect(standIn.inits.get(box.status.podIP)!.envVars).toEqual({ TOKEN: "kept" });
+    expect(box.metadata.annotations["pod.cubeplex.ai/sandbox-env-vars"]).toMatch(/^v1\./);
+    expect(JSON.stringify(box)).not.toContain("kept");
+    expect((await kube.get(`/api/v1/namespaces/${nsA}/secrets/${sbx.sandboxId}-envs`)).status).toBe(
+      404,
+    );
     expect((await resumed.getInfo()).state).toBe("running");
     await resumed.setTimeout(3_600_000);
     const endAt = (await resumed.getInfo()).endAt.getTime();
     expect(endAt).toBeGreaterThan(Date.now() + 3_500_000);
     await resumed.kill();
-    // The Secret goes with the box (it is the box's).
-    await kube.waitFor(`/api/v1/namespaces/${nsA}/secrets/${sbx.sandboxId}-envs`, o => !o);
   });
 
   it("resumes a paused sandbox created with autoResume on its own traffic, and no other", async () => {

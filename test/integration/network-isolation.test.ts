@@ -2,12 +2,7 @@ import { ChildProcess, spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { CommandExitError, Sandbox } from "e2b";
 import { Kube, Obj, paths } from "../../testkit/kube";
-import {
-  apiKeySecret,
-  podTemplate,
-  REAL_NODE_PLACEMENT,
-  realTemplate,
-} from "../../testkit/objects";
+import { podAPIKey, podTemplate, REAL_NODE_PLACEMENT, realTemplate } from "../../testkit/objects";
 import { localTokenKey } from "../../testkit/podd-client";
 import { CONTROL_HEADER, PoddControl, signGrant } from "../../gateway/podd-control";
 import type { PodBox } from "../../capabilities/api/kinds";
@@ -44,7 +39,7 @@ let boxB: Obj;
 let standby: Obj;
 
 async function apiKey(ns: string, key: string) {
-  await kube.mustCreate(paths.secrets(ns), apiKeySecret("agents", key));
+  await kube.mustCreate(paths.podapikeys(ns), podAPIKey("agents", key));
 }
 
 const template = (name: string, extra: object = {}) =>

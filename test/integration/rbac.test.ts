@@ -3,7 +3,8 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { auditEvents } from "../../testkit/audit-log";
-import { BIN_DIR, Obj, ROOT } from "../../testkit/kube";
+import { BIN_DIR, Kube, Obj, ROOT } from "../../testkit/kube";
+import { applyGatewayAccess } from "./deployed-gateway";
 import { GATEWAY_NAME, GATEWAY_RULES } from "../../build/gateway-deployment";
 
 /*
@@ -42,6 +43,8 @@ const RARELY_USED: Record<string, string> = {
   "create pepr.dev/peprstores": "Pepr creates its store at the module's first start in a cluster",
   "create apiextensions.k8s.io/customresourcedefinitions":
     "Pepr's controller creates its store's CRD when no installer applied it before",
+  "create /secrets":
+    "the module makes the gateway's token key at its first start in a cluster; the local cluster makes it from its key file",
 };
 
 type Rule = { apiGroups: string[]; resources: string[]; verbs: string[] };
@@ -79,10 +82,21 @@ const shardRole = () =>
     rules: Rule[];
   };
 
+/** The module's Role in the gateway's namespace, for the gateway's token key. */
+const tokenKeyRole = (docs: Obj[]) =>
+  docs.find(d => d?.kind === "Role" && d.metadata.name === `${GATEWAY_NAME}-token-key`) as {
+    rules: (Rule & { resourceNames?: string[] })[];
+  };
+
 describe("the module's ClusterRole and its shards' Role, against the audit log", () => {
-  const role = clusterRole(parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS()));
+  const docs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS());
+  const role = clusterRole(docs);
   // The sharding file runs the watchers sharded: their Leases are the Role's.
-  const granted = new Set([...grants(role.rules), ...grants(shardRole().rules)]);
+  const granted = new Set([
+    ...grants(role.rules),
+    ...grants(shardRole().rules),
+    ...grants(tokenKeyRole(docs).rules),
+  ]);
 
   /** What the module's clients asked of the API server, as "verb group/resource[/sub]". */
   const used = () => {
@@ -123,6 +137,21 @@ describe("the module's ClusterRole and its shards' Role, against the audit log",
     ).map(d => d.toJS() as Obj);
     expect(grants(clusterRole(rendered).rules)).toEqual(grants(role.rules));
   });
+
+  it("reads no Secret but the gateway's token key, in the gateway's namespace only", () => {
+    expect(role.rules.filter(r => r.resources.includes("secrets"))).toEqual([]);
+    const key = tokenKeyRole(docs);
+    expect(key.rules).toEqual([
+      { apiGroups: [""], resources: ["secrets"], verbs: ["create"] },
+      {
+        apiGroups: [""],
+        resources: ["secrets"],
+        resourceNames: [`${GATEWAY_NAME}-token-key`],
+        verbs: ["get"],
+      },
+    ]);
+    expect((key as unknown as Obj).metadata.namespace).toBe("pepr-system");
+  });
 });
 
 describe("the gateway's ClusterRole, against the audit log", () => {
@@ -147,5 +176,44 @@ describe("the gateway's ClusterRole, against the audit log", () => {
     const seen = used();
     expect([...seen].filter(u => !granted.has(u))).toEqual([]);
     expect([...granted].filter(g => !seen.has(g) && !(g in rarelyUsed))).toEqual([]);
+  });
+});
+
+describe("the gateway's account, asked of the API server (SubjectAccessReviews)", () => {
+  const user = `system:serviceaccount:pepr-system:${GATEWAY_NAME}`;
+  const kube = new Kube();
+  beforeAll(() => applyGatewayAccess());
+
+  const may = async (verb: string, resource: string, namespace?: string, group = "") => {
+    const review = await kube.request(
+      "POST",
+      "/apis/authorization.k8s.io/v1/subjectaccessreviews",
+      {
+        apiVersion: "authorization.k8s.io/v1",
+        kind: "SubjectAccessReview",
+        spec: { user, resourceAttributes: { verb, group, resource, namespace } },
+      },
+    );
+    expect(review.status).toBe(201);
+    return review.body.status.allowed === true;
+  };
+
+  it.each([
+    ["a tenant's", "it-tenant"],
+    ["kube-system's", "kube-system"],
+    ["its own namespace's", "pepr-system"],
+    ["any namespace's", undefined],
+  ])("may read, list, watch or write none of %s Secrets", async (_, namespace) => {
+    for (const verb of ["get", "list", "watch", "create", "update", "patch", "delete"]) {
+      expect([verb, await may(verb, "secrets", namespace)]).toEqual([verb, false]);
+    }
+  });
+
+  it("may do what it serves E2B's API with: API keys, boxes, templates, pools", async () => {
+    expect(await may("list", "podapikeys", undefined, "pod.cubeplex.ai")).toBe(true);
+    expect(await may("create", "podboxes", "it-tenant", "pod.cubeplex.ai")).toBe(true);
+    expect(await may("create", "podapikeys", "it-tenant", "pod.cubeplex.ai")).toBe(false);
+    expect(await may("create", "pods", "it-tenant")).toBe(false);
+    expect(await may("get", "configmaps", "pepr-system")).toBe(false);
   });
 });

@@ -1,13 +1,17 @@
 import { execFileSync, spawn } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { Sandbox } from "e2b";
 import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
 import { auditEvents } from "../../testkit/audit-log";
 import { eventsAbout, Kube, KUBECONFIG, Obj, paths, ROOT } from "../../testkit/kube";
-import { podTemplate, realTemplate } from "../../testkit/objects";
+import { podAPIKey, podTemplate, realTemplate } from "../../testkit/objects";
 import {
   DEPLOYMENTS,
+  deployedGatewayUrl,
   deployedTokenKey,
   deployModule,
   MODULE_NAMESPACE,
+  restartDeployments,
   undeployModule,
 } from "../../testkit/deployed-module";
 import { inNamespace } from "./lifecycle-helpers";
@@ -429,6 +433,79 @@ describe("readiness from the real daemon", () => {
       process.kill(pid, "SIGCONT");
     }
     await running("probe");
+  });
+});
+
+describe("a rotation of the gateway's key, with sandboxes running (docs/deploy.md, Keys)", () => {
+  const secret = paths.secrets(MODULE_NAMESPACE, "cubepod-gateway-token-key");
+  const merge = "application/merge-patch+json";
+  const b64 = (s: string) => Buffer.from(s).toString("base64");
+  const keyAnnotation = async (id: string) =>
+    (await kube.get(paths.podboxes(ns, id))).body.metadata.annotations[
+      "pod.cubeplex.ai/sandbox-token-key"
+    ];
+  const podKey = async (id: string) => {
+    const box = (await kube.get(paths.podboxes(ns, id))).body;
+    const pod = (await kube.get(paths.pods(ns, box.status.podName))).body;
+    const env = pod.spec.containers.flatMap((c: Obj) => c.env ?? []);
+    return env.find((e: Obj) => e.name === "CUBEPOD_CONTROL_PUBLIC_KEY").value;
+  };
+
+  it("keeps every sandbox serving, its token and envVars; a resume moves it to the new key", async () => {
+    const apiKey = `e2b_${randomBytes(20).toString("hex")}`;
+    await kube.mustCreate(paths.podapikeys(ns), podAPIKey("rotation", apiKey));
+    const sdk = async () => {
+      const url = await deployedGatewayUrl(kube);
+      return { apiKey, apiUrl: url, sandboxUrl: url, domain: "cubepod.localhost" };
+    };
+    const original = (await kube.get(secret)).body.data.key;
+    const before = await Sandbox.create("fs", { ...(await sdk()), envs: { KEPT: "before" } });
+    const beforeKey = await keyAnnotation(before.sandboxId);
+    const beforePodKey = await podKey(before.sandboxId);
+    try {
+      await kube.request(
+        "PATCH",
+        secret,
+        { data: { key: b64(randomBytes(32).toString("hex")), previous: original } },
+        merge,
+      );
+      await restartDeployments(kube, ["pepr-cubepod", "cubepod-gateway"]);
+
+      // Started before: the restarted gateway drives its daemon, which trusts the old key, and
+      // hands out the token that daemon holds.
+      const again = await Sandbox.connect(before.sandboxId, await sdk());
+      expect((await again.commands.run("echo $KEPT")).stdout).toBe("before\n");
+      expect(await keyAnnotation(before.sandboxId)).toBe(beforeKey);
+      // Started after: its Pod trusts the new key.
+      const after = await Sandbox.create("fs", { ...(await sdk()), envs: { KEPT: "after" } });
+      expect(await podKey(after.sandboxId)).not.toBe(beforePodKey);
+      expect(await keyAnnotation(after.sandboxId)).not.toBe(beforeKey);
+      expect((await after.commands.run("echo $KEPT")).stdout).toBe("after\n");
+
+      // A resume starts its daemon anew, under the new key; its envVars (sealed under the old)
+      // come with it.
+      expect(await again.pause()).toBe(true);
+      const resumed = await Sandbox.connect(before.sandboxId, await sdk());
+      expect(await keyAnnotation(before.sandboxId)).toBe(await keyAnnotation(after.sandboxId));
+      expect(await podKey(before.sandboxId)).toBe(await podKey(after.sandboxId));
+      expect((await resumed.commands.run("echo $KEPT")).stdout).toBe("before\n");
+
+      // The old key dropped: both still serve (through the gateway's new Pods).
+      await kube.request("PATCH", secret, { data: { previous: null } }, merge);
+      await restartDeployments(kube, ["cubepod-gateway"]);
+      for (const [sbx, kept] of [
+        [await Sandbox.connect(before.sandboxId, await sdk()), "before"],
+        [await Sandbox.connect(after.sandboxId, await sdk()), "after"],
+      ] as const) {
+        expect((await sbx.commands.run("echo $KEPT")).stdout).toBe(`${kept}\n`);
+      }
+      await Sandbox.kill(before.sandboxId, await sdk());
+      await Sandbox.kill(after.sandboxId, await sdk());
+    } finally {
+      // The local cluster's key (its host gateway's) again, for the files after this one.
+      await kube.request("PATCH", secret, { data: { key: original, previous: null } }, merge);
+      await restartDeployments(kube, ["pepr-cubepod", "cubepod-gateway"]);
+    }
   });
 });
 

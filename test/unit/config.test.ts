@@ -32,7 +32,6 @@ describe("loadConfig", () => {
       reaperIntervalSeconds: 10,
       metricsPort: 8081,
       metricsHost: "127.0.0.1",
-      controlPublicKey: undefined,
       network: {
         gatewayNamespace: "pepr-system",
         clusterNetworks: DEFAULT_CLUSTER_NETWORKS,
@@ -44,16 +43,13 @@ describe("loadConfig", () => {
   });
 
   it("reads the network settings", () => {
-    const key = Buffer.alloc(32, 7).toString("base64");
     expect(
       loadConfig({
-        CUBEPOD_CONTROL_PUBLIC_KEY: key,
         CUBEPOD_CLUSTER_NETWORKS: "10.0.0.0/8, fd00::/8",
         CUBEPOD_GATEWAY_NAMESPACE: "gateways",
         CUBEPOD_NETWORK_POLICY: "enforced",
       }),
     ).toMatchObject({
-      controlPublicKey: key,
       network: {
         gatewayNamespace: "gateways",
         clusterNetworks: ["10.0.0.0/8", "fd00::/8"],
@@ -63,7 +59,6 @@ describe("loadConfig", () => {
   });
 
   it.each([
-    ["CUBEPOD_CONTROL_PUBLIC_KEY", "c2hvcnQ=", 'expected 32 bytes in base64, got "c2hvcnQ="'],
     [
       "CUBEPOD_CLUSTER_NETWORKS",
       "10.0.0.0/8,10.1.2.3,10.0.0.0/33",

@@ -47,7 +47,7 @@ describe("generated CRDs", () => {
     },
   );
 
-  it.each(["podtemplates", "podwarmpools", "podboxes"])(
+  it.each(["podtemplates", "podwarmpools", "podboxes", "podapikeys"])(
     "%s has a structural schema (no additionalProperties: false, no $schema, typed nodes)",
     plural => {
       walk(schemaOf(plural), (n, path) => {

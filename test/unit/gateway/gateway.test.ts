@@ -101,31 +101,28 @@ describe("gateway configuration", () => {
 });
 
 describe("API keys", () => {
-  const secret = (ns: string, name: string, key: string, type = "pod.cubeplex.ai/api-key") => ({
-    type,
+  const apiKey = (ns: string, name: string, key: string) => ({
     metadata: { namespace: ns, name },
-    data: {
-      sha256: Buffer.from(createHash("sha256").update(key).digest("hex")).toString("base64"),
-    },
+    spec: { sha256: createHash("sha256").update(key).digest("hex") },
   });
 
-  it("maps a key to its namespace by its hash, and forgets a deleted Secret", () => {
+  it("maps a key to its namespace by its hash, and forgets a deleted PodAPIKey", () => {
     const keys = new KeyIndex();
-    keys.observe(secret("a", "k", "key-a"), false);
+    keys.observe(apiKey("a", "k", "key-a"), false);
     expect(keys.namespaceOf("key-a")).toBe("a");
     expect(keys.namespaceOf("key-b")).toBeUndefined();
-    keys.observe(secret("a", "k", "key-a"), true);
+    keys.observe(apiKey("a", "k", "key-a"), true);
     expect(keys.namespaceOf("key-a")).toBeUndefined();
   });
 
-  it("ignores other Secret types, and a key claimed by two namespaces acts in neither", () => {
+  it("ignores a hash not in the CRD's form, and a key claimed by two namespaces acts in neither", () => {
     const keys = new KeyIndex();
-    keys.observe(secret("a", "k", "key", "Opaque"), false);
+    keys.observe({ metadata: { namespace: "a", name: "k" }, spec: { sha256: "ABC" } }, false);
+    expect(keys.namespaceOf("ABC")).toBeUndefined();
+    keys.observe(apiKey("a", "k", "key"), false);
+    keys.observe(apiKey("b", "k", "key"), false);
     expect(keys.namespaceOf("key")).toBeUndefined();
-    keys.observe(secret("a", "k", "key"), false);
-    keys.observe(secret("b", "k", "key"), false);
-    expect(keys.namespaceOf("key")).toBeUndefined();
-    keys.observe(secret("b", "k", "key"), true);
+    keys.observe(apiKey("b", "k", "key"), true);
     expect(keys.namespaceOf("key")).toBe("a");
   });
 });

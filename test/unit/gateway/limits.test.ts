@@ -124,12 +124,9 @@ function rawConnection(port: number) {
 }
 
 describe("the gateway's server, in process", () => {
-  const secret = (ns: string, key: string) => ({
-    type: "pod.cubeplex.ai/api-key",
+  const apiKey = (ns: string, key: string) => ({
     metadata: { namespace: ns, name: "key" },
-    data: {
-      sha256: Buffer.from(createHash("sha256").update(key).digest("hex")).toString("base64"),
-    },
+    spec: { sha256: createHash("sha256").update(key).digest("hex") },
   });
   /** A control API whose info call fails as `failure` says; every other answers 200. */
   let failure: unknown;
@@ -145,8 +142,8 @@ describe("the gateway's server, in process", () => {
   const start = async (env: Record<string, string> = {}, boxes = new SandboxIndex()) => {
     const config = loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: KEY, ...env });
     const keys = new KeyIndex();
-    keys.observe(secret("a", "key-a"), false);
-    keys.observe(secret("b", "key-b"), false);
+    keys.observe(apiKey("a", "key-a"), false);
+    keys.observe(apiKey("b", "key-b"), false);
     const client = { mergePatch: async () => undefined } as unknown as ApiClient;
     const proxy = new SandboxProxy(boxes, client, config, async () => 0);
     const limit = config.rateLimit;
