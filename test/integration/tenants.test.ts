@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
 import { Kube, Obj, paths, ROOT } from "../../testkit/kube";
-import { podBox, podTemplate, TEMPLATE } from "../../testkit/objects";
+import { podAPIKey, podBox, podTemplate, TEMPLATE } from "../../testkit/objects";
 
 /*
  * Tenants as Kubernetes sees them: users with RoleBindings in one namespace, acted as through
@@ -40,6 +40,7 @@ beforeAll(async () => {
   // The built-in namespace editor: may create Pods and read Secrets.
   await bind("trusted-author", "edit");
   await bind("user", "cubepod-sandbox-user");
+  await bind("key-admin", "cubepod-api-key-admin");
 });
 afterAll(async () => {
   await admin.delete(`/api/v1/namespaces/${ns}`);
@@ -104,7 +105,24 @@ describe("a PodTemplate lends no right its author lacks", () => {
       spec: { templateRef: "trusted", desiredState: "Paused" },
     });
     expect(box.status).toBe(201);
+    expect((await user.create(paths.podapikeys(ns), podAPIKey("mine", "e2b_x"))).status).toBe(403);
     user.close();
+  });
+
+  it("the key admin's role: API keys, by their hash; a key not in that form is refused", async () => {
+    const keys = as("key-admin");
+    expect((await keys.create(paths.podapikeys(ns), podAPIKey("agents", "e2b_1"))).status).toBe(
+      201,
+    );
+    const bad = await keys.create(paths.podapikeys(ns), {
+      ...podAPIKey("plain", "e2b_2"),
+      spec: { sha256: "e2b_2" },
+    });
+    expect(bad.status).toBe(422);
+    expect(bad.body.message).toContain("spec.sha256");
+    expect((await keys.create(paths.podtemplates(ns), podTemplate("mine"))).status).toBe(403);
+    expect((await keys.get(paths.secrets(ns))).status).toBe(403);
+    keys.close();
   });
 });
 
