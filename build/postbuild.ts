@@ -13,10 +13,13 @@
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
  *  - the Helm chart's webhook templates are written again from those objects, because Pepr's own
  *    templating replaces "10", "Fail" and the module name anywhere in the YAML, caBundle included,
- *    which corrupts the CA whenever its base64 contains one of them.
+ *    which corrupts the CA whenever its base64 contains one of them;
+ *  - no key is left in either: the webhooks' TLS key pair and API path, which `pepr build` makes,
+ *    are made by the chart at install instead, and the module YAML carries none
+ *    (admission-keys.ts).
  * Fails when the build left no module YAML.
  */
-import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { existsSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments, stringify } from "yaml";
 import cfg from "../package.json";
@@ -26,6 +29,7 @@ import {
   shardLabelCondition,
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
+import { admissionKeysTemplate, REPLACED_TEMPLATES, withoutKeys } from "./admission-keys";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
 import { shardWatcherInChart } from "./watcher-shards";
@@ -68,7 +72,7 @@ const gateway = [
   }),
   ...tokenKeyRole(name),
 ];
-writeFileSync(moduleYaml, toYaml([...out, ...policy, ...gateway]));
+writeFileSync(moduleYaml, toYaml([...withoutKeys(out, name), ...policy, ...gateway]));
 
 const chartTemplates = join(dist, `${uuid}-chart`, "templates");
 writeFileSync(join(chartTemplates, "provenance-policy.yaml"), toYaml(policy));
@@ -77,15 +81,19 @@ writeFileSync(
   `${gatewayChartTemplate(gatewayInput)}\n---\n${toYaml(tokenKeyRole(name))}`,
 );
 addGatewayValues(join(dist, `${uuid}-chart`));
-const files: Record<string, string> = {
-  MutatingWebhookConfiguration: "mutation-webhook.yaml",
-  ValidatingWebhookConfiguration: "validation-webhook.yaml",
-};
-for (const d of out.filter(isWebhookConfiguration)) {
-  const path = join(chartTemplates, files[d.kind as string]);
-  if (!existsSync(path)) continue;
-  writeFileSync(path, helmTemplate(stringify(withShardLabelValue(d), { lineWidth: 0 })));
+if (!REPLACED_TEMPLATES.every(f => existsSync(join(chartTemplates, f)))) {
+  console.error(`postbuild: the Helm chart lacks one of ${REPLACED_TEMPLATES.join(", ")}`);
+  process.exit(1);
 }
+for (const f of REPLACED_TEMPLATES) rmSync(join(chartTemplates, f));
+writeFileSync(
+  join(chartTemplates, "admission-keys.yaml"),
+  admissionKeysTemplate(
+    out
+      .filter(isWebhookConfiguration)
+      .map(d => helmTemplate(stringify(withShardLabelValue(d), { lineWidth: 0 }))),
+  ),
+);
 // Pepr writes the package description into Chart.yaml unquoted: ours has a ": " in it, which
 // makes the chart unloadable ("mapping values are not allowed in this context").
 const chartYaml = join(dist, `${uuid}-chart`, "Chart.yaml");

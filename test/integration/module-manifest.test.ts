@@ -1,4 +1,5 @@
 import { execFileSync } from "node:child_process";
+import { X509Certificate } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
@@ -105,6 +106,64 @@ describe("the deployable module manifest (npm run build)", () => {
         expect(w.failurePolicy).toBe("Fail");
         expect(w.matchConditions).toEqual(matchConditionsOf(d.kind, false));
       }
+    }
+  });
+});
+
+describe("no key in any artifact (npm run build)", () => {
+  /** Every file the build writes for users: the module YAML and the chart's. */
+  const artifacts = () => [
+    manifest,
+    ...execFileSync("find", [chart, "-type", "f"], { encoding: "utf8" }).trim().split("\n"),
+  ];
+  const PEM = /-----BEGIN|LS0tLS1CRUdJTi/;
+
+  it("holds no PEM block, key Secret or key-derived setting, in the module YAML or the chart", () => {
+    for (const file of artifacts()) {
+      const text = readFileSync(file, "utf8");
+      expect([file, PEM.test(text)]).toEqual([file, false]);
+      expect([file, text.includes("CUBEPOD_CONTROL_PUBLIC_KEY")]).toEqual([file, false]);
+    }
+    const docs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS() as Doc);
+    const secrets = docs.filter(d => d?.kind === "Secret").map(d => d.metadata.name);
+    // The module's code and the gateway's: no key.
+    expect(secrets.sort()).toEqual([`${GATEWAY_NAME}-code`, "pepr-cubepod-module"]);
+    for (const d of docs.filter(d => /WebhookConfiguration$/.test(d?.kind))) {
+      for (const w of d.webhooks) {
+        expect(w.clientConfig.caBundle).toBeUndefined();
+        expect(w.clientConfig.service.path).toMatch(/^\/(mutate|validate)\/made-at-install$/);
+      }
+    }
+  });
+
+  it("makes the webhooks' keys at install: each render its own, the CA naming the server", () => {
+    const render = () => {
+      const docs = parseAllDocuments(
+        execFileSync(join(BIN_DIR, "helm"), ["template", "cubepod", chart], { encoding: "utf8" }),
+      ).map(d => d.toJS() as Doc);
+      const secret = (n: string) => docs.find(d => d?.kind === "Secret" && d.metadata.name === n)!;
+      const hooks = docs.filter(d => /WebhookConfiguration$/.test(d?.kind));
+      return {
+        cert: Buffer.from(secret("pepr-cubepod-tls").data["tls.crt"], "base64"),
+        key: secret("pepr-cubepod-tls").data["tls.key"],
+        path: Buffer.from(secret("pepr-cubepod-api-path").data.value, "base64").toString(),
+        hooks: hooks.flatMap(d => d.webhooks.map((w: Doc) => w.clientConfig)),
+      };
+    };
+    const [a, b] = [render(), render()];
+    expect(a.key).not.toBe(b.key);
+    expect(a.path).not.toBe(b.path);
+    expect(a.path).toMatch(/^[a-z0-9]{64}$/);
+    expect(a.hooks).toHaveLength(2);
+    for (const hook of a.hooks) {
+      expect(hook.service.path).toMatch(new RegExp(`^/(mutate|validate)/${a.path}$`));
+      const ca = new X509Certificate(Buffer.from(hook.caBundle, "base64"));
+      const server = new X509Certificate(a.cert);
+      expect(server.verify(ca.publicKey)).toBe(true);
+      expect(server.checkHost("pepr-cubepod.pepr-system.svc")).toBe("pepr-cubepod.pepr-system.svc");
+      expect(
+        server.verify(new X509Certificate(Buffer.from(b.hooks[0].caBundle, "base64")).publicKey),
+      ).toBe(false);
     }
   });
 });
