@@ -38,6 +38,8 @@ export type Config = {
   metricsPort: number;
   metricsHost: string;
   network: NetworkConfig;
+  /** The namespace of the tenant default templates (docs/gateway.md, "Tenant defaults"). */
+  defaultTemplatesNamespace: string;
   /**
    * RuntimeClasses whose Pods run in a VM with a kernel of their own: only there does a Block
    * mode sandbox get the rights podd-init needs to format and mount its devices.
@@ -198,6 +200,9 @@ const GATEWAY_NAMESPACE = "CUBEPOD_GATEWAY_NAMESPACE";
 const NETWORK_POLICY = "CUBEPOD_NETWORK_POLICY";
 const VM_RUNTIME_CLASSES = "CUBEPOD_VM_RUNTIME_CLASSES";
 const SHARD_NAMESPACE = "CUBEPOD_SHARD_NAMESPACE";
+const DEFAULT_TEMPLATES_NAMESPACE = "CUBEPOD_DEFAULT_TEMPLATES_NAMESPACE";
+/** Where the platform keeps the templates every tenant namespace gets when it lacks its own. */
+export const DEFAULT_TEMPLATES = "cubepod-defaults";
 
 /** The settings as documented: every variable the module reads, with its default. */
 export const SETTINGS: Setting[] = [
@@ -222,6 +227,12 @@ export const SETTINGS: Setting[] = [
     default: "pepr-system",
     description:
       "the namespace of the gateway Pods, the only Pods sandboxes take traffic from, and of the gateway's token key (Secret `cubepod-gateway-token-key`, made at the module's first start)",
+  },
+  {
+    variable: DEFAULT_TEMPLATES_NAMESPACE,
+    default: DEFAULT_TEMPLATES,
+    description:
+      "the namespace of the tenant default templates: a box naming a template its namespace lacks gets a copy of the one of that name there (the gateway reads `CUBEPOD_GATEWAY_DEFAULT_TEMPLATES_NAMESPACE`, which must agree)",
   },
   {
     variable: SHARD_NAMESPACE,
@@ -314,6 +325,11 @@ export function loadConfig(env: Env = process.env): Config {
       clusterNetworks: parseCIDRs(env[CLUSTER_NETWORKS]?.trim(), problems),
       policyEnforced: parseEnforcement(env[NETWORK_POLICY]?.trim(), problems),
     },
+    defaultTemplatesNamespace: parseNamespace(
+      DEFAULT_TEMPLATES_NAMESPACE,
+      env[DEFAULT_TEMPLATES_NAMESPACE]?.trim() || DEFAULT_TEMPLATES,
+      problems,
+    ),
     vmRuntimeClasses: parseRuntimeClasses(env[VM_RUNTIME_CLASSES]?.trim(), problems),
     failpoint: parseFailpoint(env[FAILPOINT]?.trim(), problems),
     shards: {

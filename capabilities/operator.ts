@@ -114,6 +114,7 @@ export class Operator {
       pools: this.pools,
       events: new BoxEventRecorder(client, config, activity),
       seeds: this.seeds.index,
+      defaultTemplates: config.defaultTemplatesNamespace,
     });
     this.reaper = new Reaper(key => this.boxes.reconcileSoon(key));
     const networkQueue = new WorkQueue(

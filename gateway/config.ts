@@ -16,6 +16,11 @@ export type GatewayConfig = {
   /** How long a create or connect waits for the box to run and its daemon to answer. */
   startTimeoutMs: number;
   /**
+   * The namespace of the tenant default templates: a create naming a template its tenant lacks
+   * takes the one of that name there (the module copies it into the tenant's namespace).
+   */
+  defaultTemplatesNamespace: string;
+  /**
    * The keys sandboxes' access tokens, their daemons' credentials and their sealed envVars are
    * made with: the same for every replica.
    */
@@ -54,6 +59,11 @@ export const GATEWAY_SETTINGS = [
   ["CUBEPOD_GATEWAY_DOMAIN", "cubepod.localhost", "the domain sandboxes are reported under"],
   ["CUBEPOD_GATEWAY_METRICS_PORT", "8082", "port of /metrics and /healthz"],
   ["CUBEPOD_GATEWAY_START_TIMEOUT_SECONDS", "30", "wait for a box to run and its daemon to answer"],
+  [
+    "CUBEPOD_GATEWAY_DEFAULT_TEMPLATES_NAMESPACE",
+    "cubepod-defaults",
+    "the namespace of the tenant default templates (the module's `CUBEPOD_DEFAULT_TEMPLATES_NAMESPACE`)",
+  ],
   [
     "CUBEPOD_GATEWAY_TLS_CERT_FILE",
     "(none)",
@@ -111,6 +121,12 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   if (!/^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/.test(domain)) {
     problems.push(`CUBEPOD_GATEWAY_DOMAIN: expected a DNS name, got ${JSON.stringify(domain)}`);
   }
+  const defaultTemplates = get("CUBEPOD_GATEWAY_DEFAULT_TEMPLATES_NAMESPACE", "cubepod-defaults");
+  if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(defaultTemplates)) {
+    problems.push(
+      `CUBEPOD_GATEWAY_DEFAULT_TEMPLATES_NAMESPACE: expected a namespace name, got ${JSON.stringify(defaultTemplates)}`,
+    );
+  }
   const tokenKey = env.CUBEPOD_GATEWAY_TOKEN_KEY?.trim() ?? "";
   if (tokenKey.length < 32) {
     problems.push("CUBEPOD_GATEWAY_TOKEN_KEY: expected a secret of at least 32 characters");
@@ -130,6 +146,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     domain,
     metricsPort: int("CUBEPOD_GATEWAY_METRICS_PORT", 8082, 1, 65535),
     startTimeoutMs: int("CUBEPOD_GATEWAY_START_TIMEOUT_SECONDS", 30, 1, 3600) * 1000,
+    defaultTemplatesNamespace: defaultTemplates,
     tokenKeys: new TokenKeys(tokenKey, previousKey),
     maxBodyBytes: 1024 * 1024,
     ...(perSecond > 0 ? { rateLimit: { perSecond, burst } } : {}),

@@ -11,6 +11,7 @@ kubectl apply -f samples/namespace.yaml >/dev/null
 kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples/podbox.yaml
 kubectl apply -f samples/sandbox-pod.yaml
 kubectl apply -f samples/real-sandbox.yaml
+kubectl apply -f samples/tenant-defaults.yaml
 # An API key of the gateway for cubepod-demo (only its hash is stored), and the podd stand-in that
 # answers for the demo's sandboxes while kwok's Pods run nothing.
 key=e2b_$(openssl rand -hex 20)

@@ -8,6 +8,7 @@ import { rootfsPVCName, workspacePVCName } from "../manifests/names";
 import type { Owner } from "../manifests/types";
 import { boxOwnerRef } from "../manifests/owner";
 import { poddImageHash } from "../manifests/template-hash";
+import { tenantDefaultCopy } from "../manifests/tenant-default";
 import { effectiveState, invalidActivity, rfc3339Time } from "../reaper/activity";
 import { condition, readyCondition } from "../kit/conditions";
 import type { ObjectAction } from "../kit/object-actions";
@@ -408,6 +409,25 @@ function missingTemplate(
   actions: ObjectAction[],
 ): BoxPlan {
   const ref = o.box.spec.templateRef ?? "(the pool's template)";
+  const source = o.tenantDefault;
+  if (source) {
+    // The namespace gets the platform's default as a template of its own, which its tenant may
+    // then change or replace; the template's watch event brings the box back.
+    actions.push({
+      type: "createTemplate",
+      template: tenantDefaultCopy(source.name, `${source.namespace}/${source.name}`, source.spec),
+    });
+    return plan(
+      o,
+      actions,
+      {
+        phase: "Pending",
+        reason: "TemplateNotFound",
+        message: `PodTemplate ${ref} not found in namespace ${o.box.namespace}: making it from the tenant default ${source.namespace}/${source.name}`,
+      },
+      templateWaits(o),
+    );
+  }
   if (pod && isRunning(pod)) {
     // Nothing to do until the Pod must be made again; a template watch brings the box back.
     return plan(o, actions, {

@@ -49,7 +49,15 @@ export async function observeBox(
     conflict,
     now = new Date(),
     seeds,
-  }: { fromCache?: boolean; conflict?: NameConflict; now?: Date; seeds?: SeedIndex } = {},
+    defaultTemplates,
+  }: {
+    fromCache?: boolean;
+    conflict?: NameConflict;
+    now?: Date;
+    seeds?: SeedIndex;
+    /** The namespace of the tenant defaults, where a template missing from a box's is looked for. */
+    defaultTemplates?: string;
+  } = {},
 ): Promise<BoxObservation> {
   const namespace = box.metadata!.namespace!;
   const name = box.metadata!.name!;
@@ -66,7 +74,16 @@ export async function observeBox(
     });
   const [looked, pods, pvcs, kept, parent] = await Promise.all([
     getTemplate(client, namespace, spec.templateRef, spec.warmPoolRef, status.templateName).then(
-      t => (t.template && seeds ? { ...t, template: seeds.withSeed(namespace, t.template) } : t),
+      async t => {
+        if (t.template && seeds) return { ...t, template: seeds.withSeed(namespace, t.template) };
+        // Only a box that names its template takes a tenant default: a pool's is the pool's.
+        if (t.template || !spec.templateRef || !defaultTemplates || defaultTemplates === namespace)
+          return t;
+        return {
+          ...t,
+          tenantDefault: await getDefault(client, defaultTemplates, spec.templateRef),
+        };
+      },
     ),
     podsOfBox(client, box, { fromCache }),
     pvcsWithLabel(LABEL_BOX, name),
@@ -99,6 +116,9 @@ export async function observeBox(
     },
     template: looked.template,
     ...(looked.name ? { templateName: looked.name } : {}),
+    ...("tenantDefault" in looked && looked.tenantDefault
+      ? { tenantDefault: looked.tenantDefault }
+      : {}),
     pods: pods.map(observedPod),
     pvcs: [...all.values()].flatMap(p => observedPVC(p, uid)),
     parent,
@@ -157,6 +177,16 @@ async function getTemplate(
   if (!verdict.ok)
     throw new PermanentError(`PodTemplate ${name} is invalid: ${verdict.errors.join("; ")}`);
   return { name, template: { name, spec: verdict.spec } };
+}
+
+/** The tenant default of that name, if the platform declared one. */
+async function getDefault(
+  client: ApiClient,
+  namespace: string,
+  name: string,
+): Promise<BoxObservation["tenantDefault"]> {
+  const tpl = await client.get<CubePodTemplate>(paths.podTemplates(namespace, name));
+  return tpl?.spec ? { namespace, name, spec: tpl.spec } : undefined;
 }
 
 async function getParent(

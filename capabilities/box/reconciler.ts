@@ -40,6 +40,8 @@ export type BoxReconcilerDeps = ActionContext & {
   events: BoxEventRecorder;
   /** The templates' filled seeds, which new rootfs volumes are cloned from. */
   seeds?: SeedIndex;
+  /** The namespace of the tenant default templates (CUBEPOD_DEFAULT_TEMPLATES_NAMESPACE). */
+  defaultTemplates?: string;
 };
 
 /**
@@ -235,6 +237,7 @@ export class BoxReconciler {
         conflict,
         now: this.deps.clock(),
         seeds: this.deps.seeds,
+        defaultTemplates: this.deps.defaultTemplates,
       });
       const plan = decideBox(observation);
       const stopped = await this.#applyUntilOutdated(box, plan.actions, fromCache);

@@ -84,6 +84,11 @@ export type BoxObservation = {
   template?: TemplateRef;
   /** The name of the template looked for (its own, or its pool's), when one is known. */
   templateName?: string;
+  /**
+   * The tenant default of that name (docs/gateway.md, "Tenant defaults"), when the box's own
+   * template is missing from its namespace: the box makes its namespace a copy of it.
+   */
+  tenantDefault?: { namespace: string; name: string; spec: unknown };
   pods: ObservedPod[];
   pvcs: ObservedPVC[];
   /** Present when spec.forkFrom is set. */

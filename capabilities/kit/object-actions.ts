@@ -46,7 +46,23 @@ export type ObjectAction =
   /** Give the box's label to its Pod, a claimed standby that still has its pool's. */
   | { type: "labelClaimedPod"; name: string }
   /** Record on a template's seed PVC that its fill Pod succeeded: boxes may clone it now. */
-  | { type: "markSeedFilled"; name: string };
+  | { type: "markSeedFilled"; name: string }
+  /** Give the namespace a copy of a tenant default template (manifests/tenant-default.ts). */
+  | { type: "createTemplate"; template: { metadata: { name: string } } };
+
+/** An action as one line, `<type> <object name>`, for logs and tests. */
+export function describeAction(a: ObjectAction): string {
+  switch (a.type) {
+    case "createPVC":
+      return `createPVC ${a.pvc.metadata?.name}`;
+    case "createPod":
+      return `createPod ${a.pod.metadata?.name}`;
+    case "createTemplate":
+      return `createTemplate ${a.template.metadata.name}`;
+    default:
+      return `${a.type} ${a.name}`;
+  }
+}
 
 /** What applying actions needs: the client, and the failpoints of restart-safety tests. */
 export type ActionContext = { client: ApiClient; failpoints: Failpoints };
@@ -73,10 +89,14 @@ export async function applyAction(
     if (!(await apply(ctx.client, namespace, ownerName, a, createdPods))) return false;
   } catch (e) {
     const s = statusOf(e);
-    if ((a.type === "createPVC" || a.type === "createPod") && s === 409) return false;
+    if (
+      (a.type === "createPVC" || a.type === "createPod" || a.type === "createTemplate") &&
+      s === 409
+    )
+      return false;
     // The PVC's owners are no longer as observed (a box took it over): nothing to add.
     if (a.type === "addPodOwner" && (s === 422 || s === 404)) return false;
-    if (s === 404 && a.type !== "createPVC" && a.type !== "createPod") return false;
+    if (s === 404 && !["createPVC", "createPod", "createTemplate"].includes(a.type)) return false;
     if (isNamespaceTerminating(e)) throw new NamespaceTerminatingError(describeError(e));
     if (s === 403) throw new RefusedError(`${a.type} failed: ${describeError(e)}`);
     if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
@@ -132,6 +152,9 @@ async function apply(
       await client.mergePatch(paths.pvcs(namespace, a.name), {
         metadata: { annotations: { [ANNOTATION_COPIED]: "true" } },
       });
+      return true;
+    case "createTemplate":
+      await client.create(paths.podTemplates(namespace), a.template);
       return true;
     case "markSeedFilled":
       await client.mergePatch(paths.pvcs(namespace, a.name), {

@@ -61,13 +61,17 @@ export class SandboxesApi {
         `template "${templateID}": no snapshot of that name, and no PodTemplate can have it`,
       );
     }
-    const template =
-      templates.get(ns, templateID) ??
-      (await client.get<CubePodTemplate>(paths.podTemplates(ns, templateID)));
+    // The tenant's own template, else the platform's default of that name (E2B's SDKs ask for
+    // `base` when given none), which the module copies into the tenant's namespace.
+    const read = (where: string) =>
+      templates.get(where, templateID) ??
+      client.get<CubePodTemplate>(paths.podTemplates(where, templateID));
+    const defaults = this.context.config.defaultTemplatesNamespace;
+    const template = (await read(ns)) ?? (ns === defaults ? undefined : await read(defaults));
     if (!template) {
       throw new ApiError(
         400,
-        `template "${templateID}": no PodTemplate of that name in your namespace`,
+        `template "${templateID}": no PodTemplate of that name in your namespace, nor a tenant default`,
       );
     }
     const pool = pools

@@ -23,9 +23,13 @@ const DOMAIN = "cubepod.localhost";
 const kube = new Kube();
 let nsA: string;
 let nsB: string;
+let nsC: string;
+/** The tenant defaults' namespace, as the local module and gateway are configured. */
+const DEFAULTS = "cubepod-defaults";
 let standIn: EnvdStandIn;
 const keyA = `e2b_${randomBytes(20).toString("hex")}`;
 const keyB = `e2b_${randomBytes(20).toString("hex")}`;
+const keyC = `e2b_${randomBytes(20).toString("hex")}`;
 const as = (apiKey: string) => ({ apiKey, apiUrl: GATEWAY, sandboxUrl: GATEWAY, domain: DOMAIN });
 
 async function apiKey(ns: string, key: string) {
@@ -76,12 +80,27 @@ beforeAll(async () => {
   await kube.waitFor(paths.podwarmpools(nsA, "base"), o => o?.status?.readyReplicas === 2);
   await apiKey(nsA, keyA);
   await apiKey(nsB, keyB);
-  standIn = new EnvdStandIn(kube, [nsA, nsB]);
+  // A tenant with a key and no template: E2B's default template comes from the platform's.
+  nsC = await kube.namespace("it-gw-c");
+  await apiKey(nsC, keyC);
+  await kube.request(
+    "PATCH",
+    `/api/v1/namespaces/${DEFAULTS}?fieldManager=it&force=true`,
+    { apiVersion: "v1", kind: "Namespace", metadata: { name: DEFAULTS } },
+    "application/apply-patch+yaml",
+  );
+  await kube.request(
+    "PATCH",
+    `${paths.podtemplates(DEFAULTS, "base")}?fieldManager=it&force=true`,
+    podTemplate("base"),
+    "application/apply-patch+yaml",
+  );
+  standIn = new EnvdStandIn(kube, [nsA, nsB, nsC]);
   standIn.start();
 });
 afterAll(async () => {
   standIn.stop();
-  for (const ns of [nsA, nsB]) await kube.delete(`/api/v1/namespaces/${ns}`);
+  for (const ns of [nsA, nsB, nsC]) await kube.delete(`/api/v1/namespaces/${ns}`);
   kube.close();
 });
 
@@ -254,9 +273,26 @@ describe("the E2B SDK against the gateway", () => {
     for (const s of [...made, other]) await s.kill();
   });
 
+  it("creates a sandbox with no template named from the platform's `base`, copied to the tenant", async () => {
+    const sbx = await Sandbox.create(as(keyC));
+    expect((await sbx.commands.run("echo defaulted")).stdout).toBe("defaulted\n");
+    const copy = (await kube.get(paths.podtemplates(nsC, "base"))).body;
+    const source = (await kube.get(paths.podtemplates(DEFAULTS, "base"))).body;
+    expect(copy.metadata.annotations["pod.cubeplex.ai/tenant-default"]).toBe(`${DEFAULTS}/base`);
+    expect(copy.spec).toEqual(source.spec);
+    const box = (await kube.get(paths.podboxes(nsC, sbx.sandboxId))).body;
+    expect(box.spec.templateRef).toBe("base");
+    // A tenant's own `base` wins: tenant A's (with its pool) was never replaced.
+    const own = (await kube.get(paths.podtemplates(nsA, "base"))).body;
+    expect(own.metadata.annotations?.["pod.cubeplex.ai/tenant-default"]).toBeUndefined();
+    expect(await sbx.kill()).toBe(true);
+  });
+
   it("refuses an unknown key (401) and an unknown template (400, nothing created)", async () => {
     await expect(Sandbox.create("base", as("e2b_0000"))).rejects.toThrow(AuthenticationError);
-    await expect(Sandbox.create("missing", as(keyA))).rejects.toThrow(/template "missing"/);
+    await expect(Sandbox.create("missing", as(keyA))).rejects.toThrow(
+      /template "missing": no PodTemplate of that name in your namespace, nor a tenant default/,
+    );
     const boxes = (await kube.get(paths.podboxes(nsA))).body.items as Obj[];
     expect(
       boxes.filter(b => b.metadata.annotations?.["pod.cubeplex.ai/sandbox-template"] === "missing"),

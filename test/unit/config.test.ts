@@ -38,6 +38,7 @@ describe("loadConfig", () => {
         policyEnforced: false,
       },
       vmRuntimeClasses: DEFAULT_VM_RUNTIME_CLASSES,
+      defaultTemplatesNamespace: "cubepod-defaults",
       failpoint: undefined,
     });
   });

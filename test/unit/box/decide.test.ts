@@ -1,3 +1,4 @@
+import { describeAction } from "../../../capabilities/kit/object-actions";
 import { podBoxSpecSchema, PodBoxStatus } from "../../../capabilities/api/podbox";
 import { decideBox, readsFromCache } from "../../../capabilities/box/decide";
 import type { BoxObservation, ObservedPod, ObservedPVC } from "../../../capabilities/box/types";
@@ -21,6 +22,7 @@ function obs(over: {
   pvcs?: ObservedPVC[];
   parent?: BoxObservation["parent"];
   conflict?: BoxObservation["conflict"];
+  tenantDefault?: BoxObservation["tenantDefault"];
 }): BoxObservation {
   return {
     box: {
@@ -38,6 +40,7 @@ function obs(over: {
     pvcs: over.pvcs ?? [],
     parent: over.parent,
     conflict: over.conflict,
+    ...(over.tenantDefault ? { tenantDefault: over.tenantDefault } : {}),
     now: NOW,
   };
 }
@@ -75,12 +78,7 @@ const podClaims = (p: ReturnType<typeof decideBox>) => {
     ? created.pod.spec?.volumes?.map(v => v.persistentVolumeClaim?.claimName)
     : [];
 };
-const types = (p: ReturnType<typeof decideBox>) =>
-  p.actions.map(a => {
-    if (a.type === "createPVC") return `createPVC ${a.pvc.metadata?.name}`;
-    if (a.type === "createPod") return `createPod ${a.pod.metadata?.name}`;
-    return `${a.type} ${a.name}`;
-  });
+const types = (p: ReturnType<typeof decideBox>) => p.actions.map(describeAction);
 /** A status as the operator wrote it for a box Running on generation `gen`. */
 const running = (reason: PodBoxStatus["reason"] = "Started", gen = 1): PodBoxStatus =>
   decideBox(
@@ -278,6 +276,34 @@ describe("decideBox: template and volumes", () => {
       message: "PodTemplate python not found in namespace ns",
     });
     expect(p.events[0]).toMatchObject({ type: "Warning", reason: "TemplateNotFound" });
+  });
+
+  it("gives its namespace a copy of the tenant default of its template's name, then waits", () => {
+    const spec = { image: "base:1", runtimeClassName: "gvisor" };
+    const p = decideBox(
+      obs({ template: null, tenantDefault: { namespace: "defaults", name: "python", spec } }),
+    );
+    expect(p.actions).toEqual([
+      {
+        type: "createTemplate",
+        template: {
+          apiVersion: "pod.cubeplex.ai/v1alpha1",
+          kind: "PodTemplate",
+          metadata: {
+            name: "python",
+            annotations: { "pod.cubeplex.ai/tenant-default": "defaults/python" },
+          },
+          spec,
+        },
+      },
+    ]);
+    expect(p.waitingFor).toEqual([{ kind: "PodTemplate", name: "python" }]);
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "TemplateNotFound",
+      message:
+        "PodTemplate python not found in namespace ns: making it from the tenant default defaults/python",
+    });
   });
 
   it("keeps a running Pod whose template was deleted, and says so", () => {

@@ -1,3 +1,4 @@
+import { describeAction } from "../../../capabilities/kit/object-actions";
 import { podWarmPoolSpecSchema } from "../../../capabilities/api/podwarmpool";
 import {
   decidePool,
@@ -65,14 +66,7 @@ const makes = (n: string) => [
   `addPodOwner ${n}-workspace`,
   `addPodOwner ${n}-rootfs-g1`,
 ];
-const summary = (p: ReturnType<typeof decidePool>) =>
-  p.actions.map(a =>
-    a.type === "createPod"
-      ? `createPod ${a.pod.metadata?.name}`
-      : a.type === "createPVC"
-        ? `createPVC ${a.pvc.metadata?.name}`
-        : `${a.type} ${a.name}`,
-  );
+const summary = (p: ReturnType<typeof decidePool>) => p.actions.map(describeAction);
 
 describe("decidePool", () => {
   it("creates at most a batch of standbys per reconcile, and asks to be reconciled again", () => {

@@ -1,3 +1,4 @@
+import { describeAction } from "../../../capabilities/kit/object-actions";
 import type { kind } from "pepr";
 import { decideSeed, SeedObservation } from "../../../capabilities/seed/decide";
 import { SeedIndex } from "../../../capabilities/seed/seed-index";
@@ -33,12 +34,7 @@ const volume = (filled: boolean, name = NAME, key = KEY) => ({
   deleting: false,
 });
 const fillPod = (phase?: string, name = NAME) => ({ name, key: KEY, phase, deleting: false });
-const types = (o: SeedObservation) =>
-  decideSeed(o).map(a => {
-    if (a.type === "createPVC") return `createPVC ${a.pvc.metadata?.name}`;
-    if (a.type === "createPod") return `createPod ${a.pod.metadata?.name}`;
-    return `${a.type} ${a.name}`;
-  });
+const types = (o: SeedObservation) => decideSeed(o).map(describeAction);
 
 describe("seedsRootfs and seedKey", () => {
   it("a template keeps a seed only when asked, in Filesystem mode, whatever its forks do", () => {
