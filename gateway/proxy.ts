@@ -84,6 +84,8 @@ export function routeOf(
   const host = (headers.host ?? "").replace(/:\d+$/, "").toLowerCase();
   if (!host.endsWith(`.${domain}`)) return undefined;
   const label = host.slice(0, -domain.length - 1);
+  // E2B's SDKs call the control API at `api.<domain>` when given only the domain.
+  if (label === "api") return undefined;
   const m = /^(\d+)-([a-z0-9]+)$/.exec(label);
   if (!m) return { status: 400, message: `Host ${host}: expected <port>-<sandbox ID>.${domain}` };
   return route(m[2], m[1]);

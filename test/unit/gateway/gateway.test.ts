@@ -135,6 +135,9 @@ describe("routing", () => {
       port: 49983,
     });
     expect(routeOf({ host: `8000-abc1.${D}:8080` }, D)).toEqual({ id: "abc1", port: 8000 });
+    // Only the domain given, the SDKs call the control API at api.<domain>.
+    expect(routeOf({ host: `api.${D}` }, D)).toBeUndefined();
+    expect(routeOf({ host: `API.${D}:443` }, D)).toBeUndefined();
     expect(routeOf({ "e2b-sandbox-id": "abc1-6532622b", "e2b-sandbox-port": "1" }, D)).toEqual({
       id: "abc1",
       port: 1,
