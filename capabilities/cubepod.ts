@@ -47,7 +47,7 @@ export const CubePod = new Capability({
 
 const { When, OnSchedule } = CubePod;
 
-// A Pod labelled with a PodTemplate gets podd-installer, the egress sidecar and mTLS injected.
+// A Pod labelled with a PodTemplate gets podd-installer and the egress sidecar injected.
 When(a.Pod)
   .IsCreated()
   .WithLabel(LABEL_TEMPLATE)

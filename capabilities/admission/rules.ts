@@ -3,23 +3,26 @@ import { IMMUTABLE_BOX_FIELDS, PodBoxSpec, podBoxSpecSchema } from "../api/podbo
 import { PodTemplateSpec, podTemplateSpecSchema } from "../api/podtemplate";
 import { PodWarmPoolSpec, podWarmPoolSpecSchema } from "../api/podwarmpool";
 import { quantityValue } from "../api/quantity";
-import { EGRESS_SECRET_MOUNT } from "../manifests/injection";
-import { PODD_BIN_DIR, ROOTFS_MOUNT, WORKSPACE_MOUNT } from "../manifests/pod";
 import { parseWithMessages } from "./zod-errors";
 
-/** Paths CubePod mounts into the sandbox container, and what uses them. */
-const RESERVED_MOUNTS: [string, string][] = [
-  [PODD_BIN_DIR, "podd"],
-  [EGRESS_SECRET_MOUNT, "the egress sidecar"],
-  [WORKSPACE_MOUNT, "the workspace volume"],
-  [ROOTFS_MOUNT, "the rootfs volume"],
-];
-
-/** True when one path is the other or lies inside it. */
-const overlaps = (a: string, b: string) => {
-  const [x, y] = [a.replace(/\/+$/, ""), b.replace(/\/+$/, "")];
-  return x === y || x.startsWith(`${y}/`) || y.startsWith(`${x}/`);
+/**
+ * Fields a PodTemplate no longer has, and why. The CRD leaves them out, so the API server refuses
+ * or drops them; a CRD older than the module still takes them, and the schema would drop them
+ * without a word, so validation names them.
+ */
+const REMOVED_TEMPLATE_FIELDS: Record<string, string> = {
+  mtls:
+    "removed (docs/decisions/0027-mtls-left-to-the-cluster-network.md): CubePod does not issue " +
+    "per-Pod certificates; encrypt Pod traffic with the cluster network (CNI encryption or a service mesh)",
 };
+
+/** The removed fields a PodTemplate's spec still carries, each as a refusal. */
+function removedFields(spec: unknown): string[] {
+  if (typeof spec !== "object" || spec === null) return [];
+  return Object.entries(REMOVED_TEMPLATE_FIELDS)
+    .filter(([field]) => Object.hasOwn(spec, field))
+    .map(([field, why]) => `spec.${field}: ${why}`);
+}
 
 /**
  * The longest name of a PodTemplate: it becomes the value of the label
@@ -48,17 +51,10 @@ const verdict = <T>(spec: T, errors: string[]): Verdict<T> =>
 
 /** Validates a PodTemplate's spec: the schema, then the rules across fields. */
 export function validatePodTemplate(spec: unknown): Verdict<PodTemplateSpec> {
+  const errors = removedFields(spec);
   const parsed = parseWithMessages(podTemplateSpecSchema, spec);
-  if (!parsed.ok) return parsed;
+  if (!parsed.ok) return { ok: false, errors: [...errors, ...parsed.errors] };
   const s = parsed.value;
-  const errors: string[] = [];
-  if (s.mtls?.enabled) {
-    for (const [path, user] of RESERVED_MOUNTS) {
-      if (overlaps(s.mtls.mountPath, path)) {
-        errors.push(`spec.mtls.mountPath: must not be or contain ${path} (used by ${user})`);
-      }
-    }
-  }
   if (s.rootfs.seed && s.volumeMode !== "Filesystem") {
     errors.push(
       "spec.rootfs.seed: only Filesystem mode keeps a seed (in Block mode podd-init fills the device inside the sandbox)",

@@ -25,17 +25,15 @@ export type Requester = {
 
 /**
  * The rights a user must hold to write a PodTemplate: the operator creates Pods from it (images
- * of the author's choosing) and mounts the Secrets it names into them, so writing a template must
- * not reach further than the author's own RBAC. mTLS mounts `<secretPrefix>-<pod>` for every Pod,
- * which can be any Secret with that prefix: it needs `get` on Secrets in general. Egress to named
- * CIDRs is a NetworkPolicy the operator writes for the author: it needs `create` on those. Pure.
+ * of the author's choosing) and mounts the Secret it names into them, so writing a template must
+ * not reach further than the author's own RBAC. Egress to named CIDRs is a NetworkPolicy the
+ * operator writes for the author: it needs `create` on those. Pure.
  */
 export function accessNeeded(spec: PodTemplateSpec): Access[] {
   const needs: Access[] = [{ verb: "create", resource: "pods" }];
   if (spec.egress?.enabled && spec.egress.secretName) {
     needs.push({ verb: "get", resource: "secrets", name: spec.egress.secretName });
   }
-  if (spec.mtls?.enabled) needs.push({ verb: "get", resource: "secrets" });
   if (spec.network?.egressCIDRs?.length) {
     needs.push({ verb: "create", resource: "networkpolicies" });
   }

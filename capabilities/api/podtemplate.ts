@@ -96,25 +96,6 @@ export const networkSchema = z
       "The sandboxes' network: they take traffic from the CubePod gateway only, and reach what this allows.",
   });
 
-/** A Secret name holds the prefix, "-" and a box name (a label value of up to 63). */
-const MAX_MTLS_PREFIX = 253 - 1 - 63;
-
-export const mtlsSchema = z
-  .object({
-    enabled: z.boolean().default(false),
-    secretPrefix: objectName("Secret")
-      .max(MAX_MTLS_PREFIX, {
-        error: `must be at most ${MAX_MTLS_PREFIX} characters: with "-" and a box name of up to 63 it names a Secret, at most 253`,
-      })
-      .default("cubepod-mtls")
-      .meta({ description: "Each Pod mounts the Secret `<secretPrefix>-<pod name>`." }),
-    mountPath: z
-      .string()
-      .regex(/^\//, { error: "must be an absolute path" })
-      .default("/etc/cubepod/mtls"),
-  })
-  .meta({ description: "Per-pod mTLS certificate Secret mounted into podd." });
-
 /** core/v1 Toleration. */
 export const tolerationSchema = z.object({
   key: z.string().optional(),
@@ -195,7 +176,6 @@ export const podTemplateSpecSchema = z.object({
     allowPrivilegeEscalation: false,
     seccompProfile: "RuntimeDefault",
   }),
-  mtls: mtlsSchema.optional(),
   ...schedulingFields,
   forkStrategy: z
     .enum(["Clone", "Copy"])
@@ -221,7 +201,7 @@ export const podTemplateDescriptor: KindDescriptor = {
   plural: "podtemplates",
   singular: "podtemplate",
   shortNames: ["ptpl"],
-  description: "A sandbox blueprint: image, runtime class, storage, egress and mTLS.",
+  description: "A sandbox blueprint: image, runtime class, storage, network and egress.",
   spec: podTemplateSpecSchema,
   status: podTemplateStatusSchema,
   printerColumns: [

@@ -8,8 +8,7 @@ import type {
   V1VolumeMount,
 } from "@kubernetes/client-node";
 import type { PodTemplateSpec } from "../api/podtemplate";
-import { ANNOTATION_INJECTED, ANNOTATION_PODD_IMAGE, LABEL_BOX, LABEL_ROOTFS_PODD } from "./labels";
-import { mtlsSecretName } from "./names";
+import { ANNOTATION_INJECTED, ANNOTATION_PODD_IMAGE, LABEL_ROOTFS_PODD } from "./labels";
 import { poddImageHash } from "./template-hash";
 import {
   PODD_BIN_DIR,
@@ -28,7 +27,6 @@ export const EGRESS_ISOLATE_CONTAINER = "egress-isolate";
 export const EGRESS_MARK = "0x4350";
 const EGRESS_PROGRAM = `${PODD_BIN_DIR}/cubepod-egress`;
 export const BIN_VOLUME = "cubepod-bin";
-export const MTLS_VOLUME = "cubepod-mtls";
 export const EGRESS_SECRET_VOLUME = "cubepod-egress";
 /** Where the installer sees the shared emptyDir (its own /opt/cubepod/bin holds the sources). */
 const INSTALLER_TARGET = "/cubepod-bin";
@@ -38,10 +36,10 @@ export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
  * Injects the CubePod runtime into a sandbox Pod, given its PodTemplate: the podd-installer init
  * container copying podd-init and podd into an emptyDir mounted at /opt/cubepod/bin, in
  * Filesystem mode the rootfs volume as the sandbox's root ({@link rootfsFill}), what podd
- * checks the gateway's credentials against (the gateway's public key and the Pod's own UID), the
- * egress sidecar when enabled, and the per-pod mTLS Secret. The sandbox container is hardened
- * ({@link sandboxSecurity}) and the Pod gets the template's seccomp profile. No container keeps a
- * service account token: sandboxed code would act as the account.
+ * checks the gateway's credentials against (the gateway's public key and the Pod's own UID), and
+ * the egress sidecar when enabled. The sandbox container is hardened ({@link sandboxSecurity})
+ * and the Pod gets the template's seccomp profile. No container keeps a service account token:
+ * sandboxed code would act as the account.
  * Returns a new Pod; the input is not changed.
  *
  * Idempotent: every injected item is upserted by name, so injecting twice equals injecting once,
@@ -50,10 +48,6 @@ export const EGRESS_SECRET_MOUNT = "/etc/cubepod/egress";
  *
  * In Block mode podd-init formats and mounts the devices itself ({@link blockMode}), with rights
  * the sandbox container gets only under one of `vmRuntimeClasses`, whose kernel is the VM's.
- *
- * Throws for a template with mTLS and a Pod whose name is not known yet (`generateName`, as every
- * Deployment's and Job's Pods): its Secret is named after the Pod, and all such Pods would share
- * one Secret whose name is not even valid.
  */
 export function injectRuntime(
   pod: V1Pod,
@@ -63,7 +57,6 @@ export function injectRuntime(
 ): V1Pod {
   const out: V1Pod = structuredClone(pod);
   const spec = (out.spec ??= { containers: [] });
-  const podName = out.metadata?.labels?.[LABEL_BOX] ?? out.metadata?.name ?? "";
 
   const rootfsRoot =
     tpl.volumeMode === "Filesystem" && (spec.volumes ?? []).some(v => v.name === ROOTFS_VOLUME);
@@ -80,21 +73,6 @@ export function injectRuntime(
     { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: controlPublicKey },
     { name: "CUBEPOD_POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
   ];
-
-  if (tpl.mtls?.enabled) {
-    if (!podName) {
-      throw new Error(
-        `the PodTemplate has mTLS enabled, which mounts the Secret "${tpl.mtls.secretPrefix}-<Pod name>", ` +
-          "and this Pod has no name yet (generateName): give it a name, or use a template without mTLS",
-      );
-    }
-    volumes.push({
-      name: MTLS_VOLUME,
-      secret: { secretName: mtlsSecretName(tpl.mtls.secretPrefix, podName), defaultMode: 0o400 },
-    });
-    mainMounts.push({ name: MTLS_VOLUME, mountPath: tpl.mtls.mountPath, readOnly: true });
-    mainEnv.push({ name: "CUBEPOD_MTLS_DIR", value: tpl.mtls.mountPath });
-  }
 
   const egress = tpl.egress?.enabled ? tpl.egress : undefined;
   if (egress) {

@@ -11,8 +11,3 @@ export function rootfsPVCName(volumeKey: string, generation: number): string {
 export function workspacePVCName(volumeKey: string): string {
   return `${volumeKey}-workspace`;
 }
-
-/** The Secret holding a sandbox Pod's mTLS certificate. */
-export function mtlsSecretName(prefix: string, podName: string): string {
-  return `${prefix}-${podName}`;
-}

@@ -54,9 +54,9 @@ export type BoxPodInput = {
 };
 
 /**
- * Builds a sandbox Pod on the box's two PVCs. The runtime (podd-installer, egress sidecar, mTLS)
- * is not part of it: the mutate webhook injects that into every Pod labelled with a template, so
- * a Pod built here and one declared by hand end up identical.
+ * Builds a sandbox Pod on the box's two PVCs. The runtime (podd-installer, egress sidecar) is not
+ * part of it: the mutate webhook injects that into every Pod labelled with a template, so a Pod
+ * built here and one declared by hand end up identical.
  */
 export function buildBoxPod(input: BoxPodInput): V1Pod {
   const tpl = input.template.spec;

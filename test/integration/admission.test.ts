@@ -214,6 +214,21 @@ describe("the validating webhook, called by the API server", () => {
     expect((await kube.get(path("PodTemplate", "never"))).status).toBe(404);
   });
 
+  it("the API server refuses spec.mtls, a removed field, under strict field validation", async () => {
+    const spec = { image: "py:3", mtls: { enabled: true } };
+    // kubectl's default: refused, naming the field.
+    const strict = await kube.create(
+      `${path("PodTemplate")}?fieldValidation=Strict`,
+      obj("PodTemplate", "strict", spec),
+    );
+    expect(strict.status).toBe(400);
+    expect(strict.body.message).toContain('unknown field "spec.mtls"');
+    expect((await kube.get(path("PodTemplate", "strict"))).status).toBe(404);
+    // A client that asks for less gets a warning, and the field is dropped before admission.
+    const created = await kube.mustCreate(path("PodTemplate"), obj("PodTemplate", "lax", spec));
+    expect(created.spec).not.toHaveProperty("mtls");
+  });
+
   it("reports every broken rule of one request", async () => {
     const r = await kube.create(
       path("PodBox"),

@@ -25,7 +25,6 @@ beforeAll(async () => {
     template("with-egress", {
       image: "py:3",
       egress: { enabled: true, image: "proxy:1", allowHosts: ["pypi.org"] },
-      mtls: { enabled: true },
     }),
   );
   await kube.mustCreate(paths.podtemplates(ns), template("plain", { image: "py:3" }));
@@ -36,7 +35,7 @@ afterAll(async () => {
 });
 
 describe("the mutating webhook, called by the API server", () => {
-  it("injects podd-installer, the bin emptyDir, the egress sidecar and mTLS into a labelled Pod", async () => {
+  it("injects podd-installer, the bin emptyDir and the egress sidecar into a labelled Pod", async () => {
     const created = await kube.mustCreate(
       paths.pods(ns),
       pod("hand-made", { "pod.cubeplex.ai/template": "with-egress" }),
@@ -50,12 +49,8 @@ describe("the mutating webhook, called by the API server", () => {
     expect(names(spec.volumes).filter((n: string) => n.startsWith("kube-api-access"))).toEqual([]);
     expect(spec.containers[1].image).toBe("proxy:1");
     expect(spec.volumes).toContainEqual({ name: "cubepod-bin", emptyDir: {} });
-    expect(spec.volumes).toContainEqual(
-      expect.objectContaining({
-        name: "cubepod-mtls",
-        secret: expect.objectContaining({ secretName: "cubepod-mtls-hand-made" }),
-      }),
-    );
+    // No Secret: the template names none.
+    expect(spec.volumes.filter((v: Obj) => v.secret)).toEqual([]);
     expect(spec.containers[0].volumeMounts).toContainEqual({
       name: "cubepod-bin",
       mountPath: "/opt/cubepod/bin",
@@ -87,20 +82,15 @@ describe("the mutating webhook, called by the API server", () => {
     expect((await kube.get(paths.pods(ns, "orphan"))).status).toBe(404);
   });
 
-  it("denies a Pod made with generateName when its template mounts a per-Pod mTLS Secret", async () => {
+  it("injects a Pod made with generateName, as a Deployment's, like any other", async () => {
     const unnamed = pod("", { "pod.cubeplex.ai/template": "with-egress" });
-    const r = await kube.create(paths.pods(ns), {
+    const created = await kube.mustCreate(paths.pods(ns), {
       ...unnamed,
       metadata: { generateName: "replica-", labels: unnamed.metadata.labels },
     });
-    expect(r.status).toBe(400);
-    expect(r.body.message).toContain(
-      'the PodTemplate has mTLS enabled, which mounts the Secret "cubepod-mtls-<Pod name>", and this Pod has no name yet (generateName)',
-    );
-    const left = await kube.get(`${paths.pods(ns)}?labelSelector=pod.cubeplex.ai/template`);
-    expect(names(left.body.items.map((p: Obj) => p.metadata))).not.toContainEqual(
-      expect.stringMatching(/^replica-/),
-    );
+    expect(created.metadata.name).toMatch(/^replica-/);
+    expect(names(created.spec.initContainers)).toEqual(["podd-installer", "egress-isolate"]);
+    expect(names(created.spec.containers)).toEqual(["sandbox", "egress"]);
   });
 
   it("leaves a Pod without the label exactly as sent", async () => {

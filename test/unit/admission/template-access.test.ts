@@ -18,11 +18,11 @@ describe("accessNeeded: the rights a template lends", () => {
     expect(accessNeeded(spec({ egress: { ...egress, enabled: false } }))).toHaveLength(1);
   });
 
-  it("get on every Secret for mTLS, whose Secret is named after each Pod", () => {
-    expect(accessNeeded(spec({ mtls: { enabled: true } }))).toContainEqual({
-      verb: "get",
-      resource: "secrets",
-    });
+  it("never get on Secrets in general: the only Secret a template mounts is one it names", () => {
+    const egress = { enabled: true, image: "proxy:1", secretName: "creds" };
+    const network = { egress: "None", egressCIDRs: ["203.0.113.0/24"] };
+    const secrets = accessNeeded(spec({ egress, network })).filter(a => a.resource === "secrets");
+    expect(secrets).toEqual([{ verb: "get", resource: "secrets", name: "creds" }]);
   });
 
   it("create on NetworkPolicies for egress to named CIDRs, which the operator writes as one", () => {

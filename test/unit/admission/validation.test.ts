@@ -26,6 +26,8 @@ const was = (oldSpec: object) => ({ oldSpec });
 const IMAGE = "must be a container image reference (not empty, no whitespace)";
 const SIZE = "must be a Kubernetes quantity such as 10Gi";
 const QUANTITY = "must be a Kubernetes quantity such as 500m or 2Gi";
+const MTLS_REMOVED =
+  "spec.mtls: removed (docs/decisions/0027-mtls-left-to-the-cluster-network.md): CubePod does not issue per-Pod certificates; encrypt Pod traffic with the cluster network (CNI encryption or a service mesh)";
 const SAME_NS = (kind: string) =>
   `must be the name of a ${kind} in the same namespace (lowercase RFC 1123 subdomain)`;
 
@@ -187,9 +189,8 @@ const INVALID: Case[] = [
   },
   {
     kind: "PodTemplate",
-    spec: tpl({ mtls: { enabled: true, secretPrefix: "a".repeat(190) } }),
-    message:
-      'spec.mtls.secretPrefix: must be at most 189 characters: with "-" and a box name of up to 63 it names a Secret, at most 253',
+    spec: tpl({ mtls: { enabled: true } }),
+    message: MTLS_REMOVED,
   },
   {
     kind: "PodTemplate",
@@ -197,17 +198,6 @@ const INVALID: Case[] = [
       resources: { requests: { cpu: "2", memory: "1Gi" }, limits: { cpu: "1500m", memory: "2Gi" } },
     }),
     message: "spec.resources.requests.cpu: must not exceed spec.resources.limits.cpu (2 > 1500m)",
-  },
-  {
-    kind: "PodTemplate",
-    spec: tpl({ mtls: { enabled: true, mountPath: "/workspace/certs" } }),
-    message:
-      "spec.mtls.mountPath: must not be or contain /workspace (used by the workspace volume)",
-  },
-  {
-    kind: "PodTemplate",
-    spec: tpl({ mtls: { enabled: true, mountPath: "/opt/cubepod" } }),
-    message: "spec.mtls.mountPath: must not be or contain /opt/cubepod/bin (used by podd)",
   },
   { kind: "PodTemplate", spec: tpl({ envdPort: 0 }), message: "spec.envdPort: must be >= 1" },
   {
@@ -269,11 +259,6 @@ const INVALID: Case[] = [
     kind: "PodTemplate",
     spec: tpl({ egress: { enabled: "yes" } }),
     message: 'spec.egress.enabled: must be a boolean (got "yes")',
-  },
-  {
-    kind: "PodTemplate",
-    spec: tpl({ mtls: { enabled: true, mountPath: "etc/mtls" } }),
-    message: "spec.mtls.mountPath: must be an absolute path",
   },
   {
     kind: "PodTemplate",
@@ -493,6 +478,24 @@ describe("admission rules", () => {
 
   it("accepts an empty runtimeClassName (the cluster default)", () => {
     expect(validatePodTemplate(tpl({ runtimeClassName: "" })).ok).toBe(true);
+  });
+});
+
+describe("a removed field is refused by name, not dropped", () => {
+  it.each([
+    ["enabled", { enabled: true }],
+    ["disabled", { enabled: false }],
+    ["empty", {}],
+    ["null", null],
+  ])("spec.mtls, %s", (_, mtls) => {
+    expect(validatePodTemplate(tpl({ mtls }))).toEqual({ ok: false, errors: [MTLS_REMOVED] });
+  });
+
+  it("with the schema's own errors beside it", () => {
+    expect(validatePodTemplate({ mtls: { enabled: true } })).toEqual({
+      ok: false,
+      errors: [MTLS_REMOVED, "spec.image: is required"],
+    });
   });
 });
 

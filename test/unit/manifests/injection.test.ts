@@ -82,20 +82,6 @@ describe("injectRuntime", () => {
     expect(pod.spec?.containers[0].env?.map(e => e.name)).not.toContain("HTTPS_PROXY");
   });
 
-  it("mounts the per-pod mTLS secret", () => {
-    const t = template({ mtls: { enabled: true } });
-    const pod = injectRuntime(built(t), t.spec, KEY, VM);
-    expect(pod.spec?.volumes).toContainEqual({
-      name: "cubepod-mtls",
-      secret: { secretName: "cubepod-mtls-box", defaultMode: 0o400 },
-    });
-    expect(pod.spec?.containers[0].volumeMounts).toContainEqual({
-      name: "cubepod-mtls",
-      mountPath: "/etc/cubepod/mtls",
-      readOnly: true,
-    });
-  });
-
   it("gives the daemon the gateway's public key and its Pod's UID", () => {
     const t = template();
     const pod = injectRuntime(built(t), t.spec, KEY, VM);
@@ -212,19 +198,18 @@ describe("injectRuntime", () => {
     });
   });
 
-  it("refuses mTLS for a Pod whose name is not known yet (generateName)", () => {
-    const t = template({ mtls: { enabled: true } });
+  it("injects a Pod whose name is not known yet (generateName), as a Deployment's", () => {
+    const t = template({ egress: EGRESS });
     const unnamed = { ...built(t), metadata: { generateName: "web-", labels: {} } };
-    expect(() => injectRuntime(unnamed, t.spec, KEY, VM)).toThrow(
-      'the PodTemplate has mTLS enabled, which mounts the Secret "cubepod-mtls-<Pod name>", and this Pod has no name yet (generateName)',
-    );
-    // Without mTLS such a Pod is fine.
-    expect(() => injectRuntime(unnamed, template().spec, KEY, VM)).not.toThrow();
+    const pod = injectRuntime(unnamed, t.spec, KEY, VM);
+    expect(pod.spec?.initContainers?.map(c => c.name)).toContain("podd-installer");
+    // Nothing injected is named after the Pod; this template names no Secret, so none is mounted.
+    expect(pod.spec?.volumes?.filter(v => v.secret)).toEqual([]);
   });
 
   it.each([
     ["plain", template()],
-    ["egress + mTLS", template({ egress: EGRESS, mtls: { enabled: true } })],
+    ["egress", template({ egress: { ...EGRESS, secretName: "egress-creds" } })],
   ])("is idempotent (%s)", (_, t) => {
     const once = injectRuntime(built(t), t.spec, KEY, VM);
     expect(injectRuntime(once, t.spec, KEY, VM)).toEqual(once);
@@ -370,7 +355,7 @@ describe("injectRuntime", () => {
   });
 
   it("makes a hand-written Pod match an operator-built one in its runtime parts", () => {
-    const t = template({ egress: EGRESS, mtls: { enabled: true } });
+    const t = template({ egress: EGRESS });
     const hand = injectRuntime(handWritten(), t.spec, KEY, VM);
     const ours = injectRuntime(built(t), t.spec, KEY, VM);
     expect(hand.spec?.initContainers).toEqual(ours.spec?.initContainers);
@@ -379,11 +364,6 @@ describe("injectRuntime", () => {
     );
     // The first container is the sandbox when none is called "sandbox".
     expect(hand.spec?.containers[0].volumeMounts?.[0].mountPath).toBe("/opt/cubepod/bin");
-    // The mTLS secret follows the Pod's name when it has no box label.
-    expect(hand.spec?.volumes).toContainEqual({
-      name: "cubepod-mtls",
-      secret: { secretName: "cubepod-mtls-hand", defaultMode: 0o400 },
-    });
   });
 
   it("replaces a stale installer declared in Git instead of adding a second one", () => {
