@@ -1,9 +1,11 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
- * `npm run bench -- warm floor stream saturation cold admission gateway real sandbox envd scale scale10k sharded sharded10k` picks some (scenarios/). Prints a
- * table and saves the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline
- * -- <file>` makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`:
- * tests never assert on time.
+ * `npm run bench -- warm floor stream saturation cold admission gateway flood real sandbox envd
+ * scale scale10k sharded sharded10k` picks some (scenarios/): `npm run bench -- flood`, say,
+ * measures the gateway's per-tenant limits while one tenant floods it. Prints a table and saves
+ * the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline -- <file>`
+ * makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`: tests never
+ * assert on time.
  */
 import { cluster, Kube, paths } from "../testkit/kube";
 import { podTemplate, TEMPLATE } from "../testkit/objects";
@@ -12,6 +14,7 @@ import { benchAdmission } from "./scenarios/admission";
 import { benchBaseline } from "./scenarios/baseline";
 import { benchCold } from "./scenarios/cold";
 import { benchFloor } from "./scenarios/floor";
+import { benchFlood } from "./scenarios/flood";
 import { benchGateway } from "./scenarios/gateway";
 import { benchEnvd } from "./scenarios/envd";
 import { benchRealNode } from "./scenarios/real-node";
@@ -43,6 +46,12 @@ async function main() {
   if (wanted("sandbox")) await benchSandbox(kube);
   if (wanted("sandbox") || wanted("envd")) await benchEnvd(kube);
   await kube.delete(`/api/v1/namespaces/${ns}`);
+  if (wanted("flood")) {
+    // Once the earlier scenarios' namespaces are gone: their teardown would take CPU the
+    // gateway needs under the flood.
+    await noBenchNamespaces(kube);
+    await benchFlood(kube);
+  }
   // The full run takes the smaller shape; the 10,000 boxes only when named.
   const shapes = (["scale", "scale10k"] as const).filter(s =>
     pick.length === 0 ? s === "scale" : pick.includes(s),

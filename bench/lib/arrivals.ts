@@ -23,6 +23,13 @@ export function poissonArrivals(perSecond: number, seed: number): number[] {
   return at;
 }
 
+/** `seconds` seconds of {@link poissonArrivals}, each second seeded in turn from `seed`. */
+export function poissonSeconds(perSecond: number, seconds: number, seed: number): number[] {
+  return Array.from({ length: seconds }, (_, s) =>
+    poissonArrivals(perSecond, seed + s).map(t => t + 1000 * s),
+  ).flat();
+}
+
 /** One second of `perSecond` a second in groups of `size` sent together, evenly spaced. */
 export function inGroups(perSecond: number, size: number): number[] {
   const every = (1000 * size) / perSecond;

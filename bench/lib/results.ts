@@ -37,6 +37,7 @@ export const RERUN: Record<string, string> = {
   coldStart: "npm run bench -- cold",
   admission: "npm run bench -- admission",
   gateway: "npm run bench -- gateway",
+  flood: "npm run bench -- flood",
   realNode: "npm run bench -- real",
   sandbox: "npm run bench -- sandbox",
   envd: "npm run bench -- envd",

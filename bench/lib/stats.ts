@@ -10,3 +10,16 @@ export const tenths = (x: number) => Math.round(x * 10) / 10;
 export const hundredths = (x: number) => Math.round(x * 100) / 100;
 export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 export const now = () => performance.now();
+
+/**
+ * Each of a summary's p50, p99 and max as a multiple of the same figure of `floor` (a run of the
+ * same calls without the load under test).
+ */
+export function ratios(over: Stats, floor: Stats): { p50: number; p99: number; max: number } {
+  const ratio = (a: number, b: number) => hundredths(a / b);
+  return {
+    p50: ratio(over.p50, floor.p50),
+    p99: ratio(over.p99, floor.p99),
+    max: ratio(over.max, floor.max),
+  };
+}

@@ -1,13 +1,13 @@
 import { randomBytes } from "node:crypto";
 import { Agent, request } from "node:http";
 import { connect, Socket } from "node:net";
-import { spawn } from "node:child_process";
 import { join } from "node:path";
 import { Sandbox } from "e2b";
 import { ECHO_PORT } from "../../testkit/envd-stand-in";
 import { Kube, paths, ROOT } from "../../testkit/kube";
 import { podAPIKey, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
+import { ownProcess } from "../lib/own-process";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
 import { GATEWAY, sdkOptions } from "../lib/sdk";
@@ -307,19 +307,6 @@ export async function benchGateway(kube: Kube) {
 function floorProxy(ip: string) {
   const script = join(ROOT, "bench", "scenarios", "floor-proxy.ts");
   return ownProcess([script, String(FLOOR_PROXY_PORT), ip, String(ECHO_PORT)], "ready");
-}
-
-/** `tsx <args>` in a process group of its own, once it prints `ready`; kill the group to end it. */
-async function ownProcess(args: string[], ready: string) {
-  const proc = spawn("npx", ["tsx", ...args], {
-    stdio: ["ignore", "pipe", "inherit"],
-    detached: true,
-  });
-  await new Promise<void>((resolve, reject) => {
-    proc.stdout.on("data", d => String(d).includes(ready) && resolve());
-    proc.on("exit", code => reject(new Error(`${args[0]} exited (${code})`)));
-  });
-  return proc;
 }
 
 /** A 1 GiB POST to the echo port's sink, in MiB/s to the end of its answer. */

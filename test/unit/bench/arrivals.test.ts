@@ -1,4 +1,10 @@
-import { inGroups, openLoop, poissonArrivals, steady } from "../../../bench/lib/arrivals";
+import {
+  inGroups,
+  openLoop,
+  poissonArrivals,
+  poissonSeconds,
+  steady,
+} from "../../../bench/lib/arrivals";
 
 describe("poissonArrivals", () => {
   it("sends about the rate asked, within one second, in order", () => {
@@ -27,6 +33,20 @@ describe("poissonArrivals", () => {
   it("gives the same arrivals for the same seed, and others for another", () => {
     expect(poissonArrivals(1000, 5)).toEqual(poissonArrivals(1000, 5));
     expect(poissonArrivals(1000, 5)).not.toEqual(poissonArrivals(1000, 6));
+  });
+});
+
+describe("poissonSeconds", () => {
+  it("puts each second's arrivals after the last, each second seeded in turn", () => {
+    const at = poissonSeconds(50, 3, 10);
+    const second = (s: number) => poissonArrivals(50, 10 + s).map(t => t + 1000 * s);
+    expect(at).toEqual([...second(0), ...second(1), ...second(2)]);
+    expect(at.every((t, i) => i === 0 || t >= at[i - 1])).toBe(true);
+    expect(at[at.length - 1]).toBeLessThan(3000);
+  });
+
+  it("gives the same arrivals each time, so that phases compared meet the same ones", () => {
+    expect(poissonSeconds(20, 5, 1)).toEqual(poissonSeconds(20, 5, 1));
   });
 });
 
