@@ -11,6 +11,8 @@ export const GATEWAY_NAME = "cubepod-gateway";
 const NAMESPACE = "pepr-system";
 const PORT = 8080;
 const METRICS_PORT = 8082;
+const TLS_PORT = 8443;
+const TLS_DIR = "/etc/cubepod/gateway-tls";
 const CODE_DIR = "/app/gateway";
 const CODE_FILE = "gateway.js.gz";
 const LABELS = { "app.kubernetes.io/name": "cubepod", "app.kubernetes.io/component": "gateway" };
@@ -32,6 +34,12 @@ export type GatewayDeploymentInput = {
   image: string;
   replicas: number;
   domain: string;
+  /**
+   * A `kubernetes.io/tls` Secret (the user's, or cert-manager's) whose certificate names
+   * `<domain>` and `*.<domain>`: HTTPS is then served too, on the Service's 443, as E2B's SDKs
+   * call it given only the domain.
+   */
+  tlsSecretName?: string;
   /** Where its Pods may run, as the module's own Deployments take from the chart's values. */
   nodeSelector?: Record<string, string>;
   tolerations?: Record<string, string>[];
@@ -85,6 +93,7 @@ export function tokenKeyRole(moduleServiceAccount: string): Record<string, unkno
 /** The gateway's objects: ServiceAccount, ClusterRole and binding, code Secret, Deployment, Service. */
 export function gatewayDeployment(input: GatewayDeploymentInput): Record<string, unknown>[] {
   const zipped = gzipSync(input.code, { level: 9 });
+  const tls = input.tlsSecretName;
   const meta = (name: string, namespaced = true) => ({
     name,
     ...(namespaced ? { namespace: NAMESPACE } : {}),
@@ -163,9 +172,17 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
                       },
                     },
                   },
+                  ...(tls
+                    ? [
+                        { name: "CUBEPOD_GATEWAY_TLS_PORT", value: String(TLS_PORT) },
+                        { name: "CUBEPOD_GATEWAY_TLS_CERT_FILE", value: `${TLS_DIR}/tls.crt` },
+                        { name: "CUBEPOD_GATEWAY_TLS_KEY_FILE", value: `${TLS_DIR}/tls.key` },
+                      ]
+                    : []),
                 ],
                 ports: [
                   { name: "http", containerPort: PORT, protocol: "TCP" },
+                  ...(tls ? [{ name: "https", containerPort: TLS_PORT, protocol: "TCP" }] : []),
                   { name: "metrics", containerPort: METRICS_PORT, protocol: "TCP" },
                 ],
                 readinessProbe: { httpGet: { path: "/healthz", port: METRICS_PORT } },
@@ -182,10 +199,16 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
                   readOnlyRootFilesystem: true,
                   capabilities: { drop: ["ALL"] },
                 },
-                volumeMounts: [{ name: "code", mountPath: CODE_DIR, readOnly: true }],
+                volumeMounts: [
+                  { name: "code", mountPath: CODE_DIR, readOnly: true },
+                  ...(tls ? [{ name: "tls", mountPath: TLS_DIR, readOnly: true }] : []),
+                ],
               },
             ],
-            volumes: [{ name: "code", secret: { secretName: `${GATEWAY_NAME}-code` } }],
+            volumes: [
+              { name: "code", secret: { secretName: `${GATEWAY_NAME}-code` } },
+              ...(tls ? [{ name: "tls", secret: { secretName: tls } }] : []),
+            ],
           },
         },
       },
@@ -198,6 +221,7 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
         selector: LABELS,
         ports: [
           { name: "http", port: 80, targetPort: "http", protocol: "TCP" },
+          ...(tls ? [{ name: "https", port: 443, targetPort: "https", protocol: "TCP" }] : []),
           { name: "metrics", port: METRICS_PORT, targetPort: "metrics", protocol: "TCP" },
         ],
       },
@@ -211,6 +235,7 @@ export const GATEWAY_VALUES = {
   domain: "cubepod.localhost",
   nodeSelector: {},
   tolerations: [],
+  tls: { secretName: "" },
 };
 export const GATEWAY_VALUES_SCHEMA = {
   type: "object",
@@ -220,37 +245,59 @@ export const GATEWAY_VALUES_SCHEMA = {
     domain: { type: "string" },
     nodeSelector: { type: "object", additionalProperties: { type: "string" } },
     tolerations: { type: "array", items: { type: "object" } },
+    tls: {
+      type: "object",
+      additionalProperties: false,
+      properties: { secretName: { type: "string" } },
+    },
   },
 };
 
 /**
  * The chart template: the same objects, with the replica count, domain and image taken from
- * values by whole lines (the code's base64 is never touched).
+ * values by whole lines (the code's base64 is never touched); the Deployment and Service come in
+ * two forms, with HTTPS when `gateway.tls.secretName` names a certificate's Secret, and without.
  */
 export function gatewayChartTemplate(
-  input: Omit<GatewayDeploymentInput, "replicas" | "domain" | "nodeSelector" | "tolerations">,
+  input: Omit<
+    GatewayDeploymentInput,
+    "replicas" | "domain" | "nodeSelector" | "tolerations" | "tlsSecretName"
+  >,
 ) {
-  const docs = gatewayDeployment({
+  const placeholders = {
     ...input,
     replicas: -1,
     domain: "@@domain@@",
     nodeSelector: { "@@nodeSelector@@": "" },
     tolerations: [{ "@@tolerations@@": "" }],
-  });
+  };
+  const served = (d: Record<string, unknown>) => d.kind === "Deployment" || d.kind === "Service";
+  const plain = gatewayDeployment(placeholders);
+  const https = gatewayDeployment({ ...placeholders, tlsSecretName: "@@tlsSecret@@" });
   const fromValues = (indent: string, key: string) =>
     `${indent}${key}:\n${indent}  {{- toYaml .Values.gateway.${key} | nindent ${indent.length + 2} }}`;
-  return docs
-    .map(d => stringify(d, { lineWidth: 0 }))
-    .join("---\n")
-    .split("\n")
-    .map(line =>
-      line
-        .replace(/^(\s*replicas: )-1$/, "$1{{ .Values.gateway.replicas }}")
-        .replace(/^(\s*value: )"?@@domain@@"?$/, "$1{{ .Values.gateway.domain | quote }}")
-        .replace(/^(\s*image: ).*$/, "$1{{ .Values.watcher.image }}")
-        .replace(/^(\s*)nodeSelector:$/, (_, i: string) => fromValues(i, "nodeSelector"))
-        .replace(/^(\s*)tolerations:$/, (_, i: string) => fromValues(i, "tolerations")),
-    )
-    .filter(line => !line.includes("@@nodeSelector@@") && !line.includes("@@tolerations@@"))
-    .join("\n");
+  const text = (docs: Record<string, unknown>[]) =>
+    docs
+      .map(d => stringify(d, { lineWidth: 0 }))
+      .join("---\n")
+      .split("\n")
+      .map(line =>
+        line
+          .replace(/^(\s*replicas: )-1$/, "$1{{ .Values.gateway.replicas }}")
+          .replace(/^(\s*value: )"?@@domain@@"?$/, "$1{{ .Values.gateway.domain | quote }}")
+          .replace(/^(\s*secretName: )"?@@tlsSecret@@"?$/, "$1{{ .Values.gateway.tls.secretName }}")
+          .replace(/^(\s*image: ).*$/, "$1{{ .Values.watcher.image }}")
+          .replace(/^(\s*)nodeSelector:$/, (_, i: string) => fromValues(i, "nodeSelector"))
+          .replace(/^(\s*)tolerations:$/, (_, i: string) => fromValues(i, "tolerations")),
+      )
+      .filter(line => !line.includes("@@nodeSelector@@") && !line.includes("@@tolerations@@"))
+      .join("\n");
+  return [
+    text(plain.filter(d => !served(d))),
+    "{{- if .Values.gateway.tls.secretName }}",
+    text(https.filter(served)),
+    "{{- else }}",
+    text(plain.filter(served)),
+    "{{- end }}\n",
+  ].join("\n---\n");
 }

@@ -22,10 +22,14 @@ export function gatewayDocs(): Obj[] {
  * Runs the gateway as the module manifest ships it: its ServiceAccount, ClusterRole and binding
  * applied for real; the container's loader run on the code Secret's content; the in-cluster
  * credentials of a token for that ServiceAccount, mounted where the kubelet mounts them (in a
- * private mount namespace, so the machine's /run is untouched). Returns the process (kill its
- * group to stop it).
+ * private mount namespace, so the machine's /run is untouched); `settings` add to or replace its
+ * environment. Returns the process (kill its group to stop it).
  */
-export function startDeployedGateway(port: number, tokenKey: string): ChildProcess {
+export function startDeployedGateway(
+  port: number,
+  tokenKey: string,
+  settings: Record<string, string> = {},
+): ChildProcess {
   const docs = gatewayDocs();
   const dir = applyGatewayAccess(docs);
   writeFileSync(join(dir, "token"), kubectl("create", "token", GATEWAY_NAME, "-n", "pepr-system"));
@@ -49,6 +53,7 @@ export function startDeployedGateway(port: number, tokenKey: string): ChildProce
       CUBEPOD_GATEWAY_PORT: String(port),
       CUBEPOD_GATEWAY_METRICS_PORT: String(port + 1),
       CUBEPOD_GATEWAY_TOKEN_KEY: tokenKey,
+      ...settings,
     },
     stdio: ["ignore", "ignore", "inherit"],
     detached: true,
@@ -81,14 +86,14 @@ export function applyGatewayAccess(docs = gatewayDocs()): string {
 }
 
 /** Resolves once a gateway answers on the port. */
-export async function untilServing(port: number): Promise<void> {
+export async function untilServing(port: number, host = "127.0.0.1"): Promise<void> {
   for (let i = 0; i < 300; i++) {
-    const up = await fetch(`http://127.0.0.1:${port}/sandboxes`).then(
+    const up = await fetch(`http://${host}:${port}/sandboxes`).then(
       () => true,
       () => false,
     );
     if (up) return;
     await new Promise(r => setTimeout(r, 100));
   }
-  throw new Error(`no gateway answered on 127.0.0.1:${port}`);
+  throw new Error(`no gateway answered on ${host}:${port}`);
 }

@@ -265,6 +265,34 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     expect(code(docs())).toEqual(code(moduleDocs));
   });
 
+  it("serves HTTPS on the Service's 443 from the certificate Secret `gateway.tls.secretName` names", () => {
+    const served = (rendered: Doc[]) => ({
+      deployment: rendered.find(d => d.kind === "Deployment" && d.metadata.name === GATEWAY_NAME)!,
+      service: rendered.find(d => d.kind === "Service" && d.metadata.name === GATEWAY_NAME)!,
+    });
+    const plain = served(docs());
+    expect(plain.service.spec.ports.map((p: Doc) => p.port)).toEqual([80, 8082]);
+    expect(env(plain.deployment).CUBEPOD_GATEWAY_TLS_CERT_FILE).toBeUndefined();
+    const https = served(docs("--set", "gateway.tls.secretName=gateway-tls"));
+    expect(https.service.spec.ports).toContainEqual(
+      expect.objectContaining({ name: "https", port: 443, targetPort: "https" }),
+    );
+    const pod = https.deployment.spec.template.spec;
+    expect(pod.volumes).toContainEqual({ name: "tls", secret: { secretName: "gateway-tls" } });
+    const mount = pod.containers[0].volumeMounts.find((m: Doc) => m.name === "tls").mountPath;
+    expect(env(https.deployment)).toMatchObject({
+      CUBEPOD_GATEWAY_TLS_PORT: "8443",
+      CUBEPOD_GATEWAY_TLS_CERT_FILE: `${mount}/tls.crt`,
+      CUBEPOD_GATEWAY_TLS_KEY_FILE: `${mount}/tls.key`,
+    });
+    expect(pod.containers[0].ports).toContainEqual(
+      expect.objectContaining({ name: "https", containerPort: 8443 }),
+    );
+    expect(dryRun(docs("--set", "gateway.tls.secretName=gateway-tls"))).toContain(
+      "deployment.apps/cubepod-gateway-dryrun created (server dry run)",
+    );
+  });
+
   it("is accepted by the API server, webhooks with their match conditions included", () => {
     const rendered = docs();
     const configs = rendered.filter(
