@@ -8,6 +8,8 @@
  *    added to both;
  *  - the gateway (gateway-deployment.ts), bundled by build-module.sh, is added to both, with the
  *    module's rights to make the gateway's token key at its first start (no key is built in);
+ *  - the Helm chart's `images.registry` and `images.tag` name the podd injector every template
+ *    without one gets (injector-image.ts);
  *  - the Helm chart's watcher count is a value, `watcher.replicas`, which also sets its shards
  *    (watcher-shards.ts);
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
@@ -30,6 +32,7 @@ import {
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { admissionKeysTemplate, REPLACED_TEMPLATES, withoutKeys } from "./admission-keys";
+import { addImagesInChart } from "./injector-image";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
 import { shardWatcherInChart } from "./watcher-shards";
@@ -113,6 +116,12 @@ if (!scopeChartRbac(join(dist, `${uuid}-chart`))) {
 }
 if (!exposeMetricsInChart(join(dist, `${uuid}-chart`))) {
   console.error("postbuild: the Helm chart has no watcher template to expose :8081 in");
+  process.exit(1);
+}
+if (!addImagesInChart(join(dist, `${uuid}-chart`))) {
+  console.error(
+    "postbuild: the Helm chart's Deployments are not as Pepr writes them: no images values",
+  );
   process.exit(1);
 }
 if (!shardWatcherInChart(join(dist, `${uuid}-chart`), name)) {

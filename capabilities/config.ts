@@ -1,4 +1,5 @@
 import { isCIDR } from "./api/common";
+import { DEFAULT_PODD_INJECTOR_IMAGE } from "./api/podd-injector";
 
 /**
  * Every setting of the module, read from the environment once at start and validated: a bad value
@@ -40,6 +41,8 @@ export type Config = {
   network: NetworkConfig;
   /** The namespace of the tenant default templates (docs/gateway.md, "Tenant defaults"). */
   defaultTemplatesNamespace: string;
+  /** The podd injector image of templates that name none. */
+  poddInjectorImage: string;
   /**
    * RuntimeClasses whose Pods run in a VM with a kernel of their own: only there does a Block
    * mode sandbox get the rights podd-init needs to format and mount its devices.
@@ -201,6 +204,7 @@ const NETWORK_POLICY = "CUBEPOD_NETWORK_POLICY";
 const VM_RUNTIME_CLASSES = "CUBEPOD_VM_RUNTIME_CLASSES";
 const SHARD_NAMESPACE = "CUBEPOD_SHARD_NAMESPACE";
 const DEFAULT_TEMPLATES_NAMESPACE = "CUBEPOD_DEFAULT_TEMPLATES_NAMESPACE";
+const PODD_INJECTOR_IMAGE = "CUBEPOD_PODD_INJECTOR_IMAGE";
 /** Where the platform keeps the templates every tenant namespace gets when it lacks its own. */
 export const DEFAULT_TEMPLATES = "cubepod-defaults";
 
@@ -227,6 +231,12 @@ export const SETTINGS: Setting[] = [
     default: "pepr-system",
     description:
       "the namespace of the gateway Pods, the only Pods sandboxes take traffic from, and of the gateway's token key (Secret `cubepod-gateway-token-key`, made at the module's first start)",
+  },
+  {
+    variable: PODD_INJECTOR_IMAGE,
+    default: DEFAULT_PODD_INJECTOR_IMAGE,
+    description:
+      "the podd injector image of templates that name none (`spec.poddInjectorImage`); the chart sets it from `images.registry` and `images.tag`",
   },
   {
     variable: DEFAULT_TEMPLATES_NAMESPACE,
@@ -325,6 +335,11 @@ export function loadConfig(env: Env = process.env): Config {
       clusterNetworks: parseCIDRs(env[CLUSTER_NETWORKS]?.trim(), problems),
       policyEnforced: parseEnforcement(env[NETWORK_POLICY]?.trim(), problems),
     },
+    poddInjectorImage: parseImage(
+      PODD_INJECTOR_IMAGE,
+      env[PODD_INJECTOR_IMAGE]?.trim() || DEFAULT_PODD_INJECTOR_IMAGE,
+      problems,
+    ),
     defaultTemplatesNamespace: parseNamespace(
       DEFAULT_TEMPLATES_NAMESPACE,
       env[DEFAULT_TEMPLATES_NAMESPACE]?.trim() || DEFAULT_TEMPLATES,
@@ -344,6 +359,13 @@ export function loadConfig(env: Env = process.env): Config {
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;
+}
+
+function parseImage(variable: string, raw: string, problems: string[]): string {
+  if (!/^\S{1,1024}$/.test(raw)) {
+    problems.push(`${variable}: expected a container image reference, got ${JSON.stringify(raw)}`);
+  }
+  return raw;
 }
 
 function parseNamespace(variable: string, raw: string, problems: string[]): string {

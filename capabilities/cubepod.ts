@@ -8,6 +8,7 @@ import {
   validateWarmPoolRequest,
 } from "./admission/validate";
 import { stampShard } from "./admission/shard-label";
+import { usePoddInjectorImage } from "./api/podd-injector";
 import { loadConfig } from "./config";
 import { LABEL_TEMPLATE } from "./manifests/labels";
 import { slim, watchEveryPhase } from "./kit/watched";
@@ -22,6 +23,8 @@ import { ShardClient } from "./shard/shard-client";
  * naming the variable, before anything is served.
  */
 export const config = loadConfig();
+// Templates that name no podd injector get the install's (the chart's images values).
+usePoddInjectorImage(config.poddInjectorImage);
 
 /**
  * The reconcilers, claims and reaper; started from the module's entry (pepr.ts). With sharded

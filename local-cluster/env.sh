@@ -34,6 +34,8 @@ PUBLIC_IP=${CUBEPOD_PUBLIC_IP:-203.0.113.10}
 # a blackhole route keeps the rest from leaving it.
 SERVICE_CIDR=${CUBEPOD_SERVICE_CIDR:-198.18.1.0/24}
 KUBERNETES_SERVICE_IP=${CUBEPOD_KUBERNETES_SERVICE_IP:-198.18.1.1}
+# The local registry (Debian's docker-registry), which the real node pulls every image from.
+REGISTRY=127.0.0.1:${CUBEPOD_REGISTRY_PORT:-5000}
 MODULE_NAME=pepr-cubepod
 # The gateway's token key, made once per cluster: tokens stay valid across restarts (as with
 # several replicas sharing one key), and the module's public key for sandboxes follows from it.

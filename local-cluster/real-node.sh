@@ -6,7 +6,8 @@
 # cubepod.dev/real-node:NoSchedule, so only Pods that tolerate the taint land there; kwok keeps
 # everything else.
 #   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static, e2fsprogs,
-#                        iptables, ipset)
+#                        iptables, ipset, docker-registry, skopeo), start the local registry and
+#                        push the node's images there (images.sh)
 #                        when missing, start containerd, the volume provisioner of the StorageClass
 #                        cubepod-local (local-volumes.ts) and kubelet, wait until the node is Ready,
 #                        and kube-router's NetworkPolicy controller; the Pods' default route leads
@@ -70,6 +71,8 @@ install_packages() {
   [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
   command -v iptables >/dev/null || missing+=(iptables)
   command -v ipset >/dev/null || missing+=(ipset)
+  command -v docker-registry >/dev/null || missing+=(docker-registry)
+  command -v skopeo >/dev/null || missing+=(skopeo)
   [ -x /usr/sbin/mke2fs ] || [ -x /sbin/mke2fs ] || missing+=(e2fsprogs)
   [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || missing+=(busybox-static)
   [ ${#missing[@]} = 0 ] && return
@@ -179,9 +182,19 @@ start)
   iptables -t nat -C "${dnat[@]}" 2>/dev/null || iptables -t nat -A "${dnat[@]}"
   ip route replace blackhole "$SERVICE_CIDR"
   public_network up
+  sed -e "s#@REGISTRY_DATA@#$CLUSTER_DIR/registry#" -e "s#@REGISTRY@#$REGISTRY#" \
+    "$here/manifests/registry.yml" >"$RUN/registry.yml"
+  start registry docker-registry serve "$RUN/registry.yml"
+  wait_for registry 60 curl -sf "http://$REGISTRY/v2/" ||
+    { tail -20 "$LOGS/registry.log" >&2; die "the local registry did not start: see $LOGS/registry.log"; }
+  for host in registry.k8s.io ghcr.io cubepod.local; do
+    mkdir -p "$RUN/certs.d/$host"
+    printf 'server = "http://%s"\n[host."http://%s"]\n  capabilities = ["pull", "resolve"]\n' \
+      "$REGISTRY" "$REGISTRY" >"$RUN/certs.d/$host/hosts.toml"
+  done
+  bash "$here/images.sh"
   start containerd containerd --config "$RUN/containerd.toml"
   wait_for containerd 60 ctr -a "$SOCK" version || die "containerd did not start: see $LOGS/containerd.log"
-  bash "$here/images.sh" "$SOCK"
   start kubelet "$CUBEPOD_BIN/kubelet" --config "$RUN/kubelet.yaml" \
     --kubeconfig "$RUN/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
     --node-ip "$REAL_GATEWAY_IP" --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" \
@@ -207,6 +220,7 @@ stop)
   policies_off
   stop local-volumes TERM 20
   stop containerd TERM 50
+  stop registry TERM 50
   # Shims and containers outlive containerd; so do the mounts and network namespaces of their Pods.
   pkill -KILL -f "containerd-shim-runc-v2.*$RUN" 2>/dev/null || true
   pkill -KILL -f "containerd-shim-runc-v2 -namespace k8s.io -address $SOCK" 2>/dev/null || true

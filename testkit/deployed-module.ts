@@ -41,6 +41,7 @@ export async function deployModule(
   const defaults = parse(readFileSync(join(chart, "values.yaml"), "utf8"));
   const { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY, CUBEPOD_VM_RUNTIME_CLASSES } =
     localModuleEnv();
+  // The injector image comes from the chart's `images` values, not from the environment.
   const local = { CUBEPOD_CLUSTER_NETWORKS, CUBEPOD_NETWORK_POLICY, CUBEPOD_VM_RUNTIME_CLASSES };
   const env = (part: "admission" | "watcher") => [
     ...defaults[part].env,
@@ -59,6 +60,8 @@ export async function deployModule(
         ...(watcher.resources ? { resources: watcher.resources } : {}),
       },
       gateway: { ...REAL_NODE_PLACEMENT, replicas: 1 },
+      // The release's images, pushed to the local registry (local-cluster/images.sh).
+      images: { registry: "cubepod.local", tag: "dev" },
     }),
   );
   const rendered = run("helm", [
@@ -78,7 +81,7 @@ export async function deployModule(
       apiVersion: "pod.cubeplex.ai/v1alpha1",
       kind: "PodTemplate",
       metadata: { name: "probe" },
-      spec: { image: "cubepod.local/sandbox:dev" },
+      spec: { image: "cubepod.local/base:dev" },
     });
     if (r.status === 201) return;
     await new Promise(r => setTimeout(r, 1000));

@@ -20,7 +20,7 @@ export const REAL_NODE_PLACEMENT = {
  */
 export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
   return {
-    image: "cubepod.local/sandbox:dev",
+    image: "cubepod.local/base:dev",
     poddInjectorImage: "cubepod.local/podd-injector:dev",
     runtimeClassName: volumeMode === "Block" ? VM_STANDIN : "",
     volumeMode,

@@ -11,12 +11,11 @@ import {
   volumeSize as size,
 } from "./common";
 import { KindDescriptor } from "./descriptor";
+import { poddInjectorImage } from "./podd-injector";
 
 /** Default sizes of a sandbox's two volumes. */
 export const DEFAULT_ROOTFS_SIZE = "10Gi";
 export const DEFAULT_WORKSPACE_SIZE = "20Gi";
-/** Image holding `/opt/cubepod/bin/{podd-init,podd}`, copied into each sandbox by podd-installer. */
-export const DEFAULT_PODD_INJECTOR_IMAGE = "ghcr.io/cubeplex/podd-injector:v0.1.0";
 
 const volumeSize = (dflt: string) => z.object({ size: size().default(dflt) });
 
@@ -158,7 +157,13 @@ export const podTemplateSpecSchema = z.object({
   storageClassName: objectName("StorageClass", "cluster").optional(),
   rootfs: rootfsSchema.default({ size: DEFAULT_ROOTFS_SIZE, paths: DEFAULT_ROOTFS_PATHS }),
   workspace: volumeSize(DEFAULT_WORKSPACE_SIZE).default({ size: DEFAULT_WORKSPACE_SIZE }),
-  poddInjectorImage: image().default(DEFAULT_PODD_INJECTOR_IMAGE),
+  poddInjectorImage: image()
+    .optional()
+    .meta({
+      description:
+        "Image holding /opt/cubepod/bin/{podd-init,podd}; unset: the module's CUBEPOD_PODD_INJECTOR_IMAGE (the chart's images.registry and images.tag).",
+    })
+    .transform(v => v ?? poddInjectorImage()),
   envdPort: z.int().min(1).max(65535).default(DEFAULT_ENVD_PORT),
   user: z
     .string()

@@ -42,7 +42,8 @@ describe("the mutating webhook, called by the API server", () => {
     );
     const spec = created.spec as Obj;
     expect(names(spec.initContainers)).toEqual(["podd-installer", "egress-isolate"]);
-    expect(spec.initContainers[0].image).toBe("ghcr.io/cubeplex/podd-injector:v0.1.0");
+    // A template naming no injector gets the module's (local-module-env.ts: the local registry's).
+    expect(spec.initContainers[0].image).toBe("cubepod.local/podd-injector:dev");
     expect(names(spec.containers)).toEqual(["sandbox", "egress"]);
     // The token the API server's ServiceAccount plugin mounted is gone again.
     expect(spec.automountServiceAccountToken).toBe(false);

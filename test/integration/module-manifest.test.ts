@@ -265,6 +265,23 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     expect(code(docs())).toEqual(code(moduleDocs));
   });
 
+  it("names the podd injector of templates without one from `images.registry` and `images.tag`", () => {
+    const injector = (rendered: Doc[]) =>
+      ["pepr-cubepod", "pepr-cubepod-watcher"].map(
+        name =>
+          env(rendered.find(d => d.kind === "Deployment" && d.metadata.name === name)!)
+            .CUBEPOD_PODD_INJECTOR_IMAGE,
+      );
+    const version = JSON.parse(readFileSync(join(ROOT, "package.json"), "utf8")).version;
+    expect(injector(docs())).toEqual(Array(2).fill(`ghcr.io/cubeplex/podd-injector:${version}`));
+    expect(
+      injector(
+        docs("--set", "images.registry=registry.example.com/cp", "--set-string", "images.tag=7"),
+      ),
+    ).toEqual(Array(2).fill("registry.example.com/cp/podd-injector:7"));
+    expect(() => docs("--set", "images.registry=")).toThrow(/minLength|registry/);
+  });
+
   it("serves HTTPS on the Service's 443 from the certificate Secret `gateway.tls.secretName` names", () => {
     const served = (rendered: Doc[]) => ({
       deployment: rendered.find(d => d.kind === "Deployment" && d.metadata.name === GATEWAY_NAME)!,

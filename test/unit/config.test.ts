@@ -39,6 +39,7 @@ describe("loadConfig", () => {
       },
       vmRuntimeClasses: DEFAULT_VM_RUNTIME_CLASSES,
       defaultTemplatesNamespace: "cubepod-defaults",
+      poddInjectorImage: "ghcr.io/cubeplex/podd-injector:0.1.0",
       failpoint: undefined,
     });
   });

@@ -1,3 +1,4 @@
+import { DEFAULT_PODD_INJECTOR_IMAGE } from "../../../capabilities/api/podd-injector";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments } from "yaml";
@@ -438,7 +439,7 @@ describe("admission rules", () => {
         volumeMode: "Block",
         rootfs: { size: "10Gi", paths: ["etc", "home", "opt", "root", "srv", "tmp", "usr", "var"] },
         workspace: { size: "20Gi" },
-        poddInjectorImage: "ghcr.io/cubeplex/podd-injector:v0.1.0",
+        poddInjectorImage: DEFAULT_PODD_INJECTOR_IMAGE,
         envdPort: 49983,
         user: "user",
         forkStrategy: "Clone",

@@ -1,3 +1,4 @@
+import { DEFAULT_PODD_INJECTOR_IMAGE } from "../../../capabilities/api/podd-injector";
 import type { V1Pod } from "@kubernetes/client-node";
 import { DEFAULT_VM_RUNTIME_CLASSES } from "../../../capabilities/config";
 import {
@@ -37,7 +38,7 @@ describe("injectRuntime", () => {
     expect(pod.spec?.initContainers).toEqual([
       {
         name: "podd-installer",
-        image: "ghcr.io/cubeplex/podd-injector:v0.1.0",
+        image: DEFAULT_PODD_INJECTOR_IMAGE,
         command: ["cp", "/opt/cubepod/bin/podd-init", "/opt/cubepod/bin/podd", "/cubepod-bin/"],
         volumeMounts: [{ name: "cubepod-bin", mountPath: "/cubepod-bin" }],
         securityContext: { allowPrivilegeEscalation: false, capabilities: { drop: ["ALL"] } },
@@ -372,6 +373,6 @@ describe("injectRuntime", () => {
     pod.spec!.initContainers = [{ name: "podd-installer", image: "old:0" }];
     const out = injectRuntime(pod, t.spec, KEY, VM);
     expect(out.spec?.initContainers).toHaveLength(1);
-    expect(out.spec?.initContainers?.[0].image).toBe("ghcr.io/cubeplex/podd-injector:v0.1.0");
+    expect(out.spec?.initContainers?.[0].image).toBe(DEFAULT_PODD_INJECTOR_IMAGE);
   });
 });

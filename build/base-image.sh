@@ -1,27 +1,28 @@
 #!/usr/bin/env bash
-# Builds cubepod.local/sandbox:dev, a sandbox's own image, as a Debian bookworm userland: an OCI
-# image layout in a tarball that `ctr -n k8s.io images import` takes, made without a registry or a
-# container engine. Usage: sandbox-image.sh   (prints the tarball's path as its last line of stdout)
+# Builds `base`, a sandbox's own image like E2B's template of that name, as a Debian bookworm
+# userland: an OCI image layout in a tarball (an OCI archive, as skopeo reads them), made without
+# a registry or a container engine. Usage: base-image.sh   (prints the tarball's path as its last
+# line of stdout)
 #
-# The tarball is $CUBEPOD_CACHE/sandbox-image/<key>.tar, <key> a hash of this script (the recipe)
+# The tarball is $CUBEPOD_CACHE/base-image/<key>.tar, <key> a hash of this script (the recipe)
 # and of the mirrors: it is built only when one of them changes, otherwise the run is instant.
-# Beside it, <key>.digest holds the manifest's digest (what `ctr images ls` shows once imported).
+# Beside it, <key>.digest holds the manifest's digest.
 #
 # How: mmdebstrap makes the root filesystem as a tarball, which is the image's single layer, gzipped
-# as is; the config, manifest, index.json and oci-layout are written here, as images.sh does for the
-# other images (no umoci, skopeo or buildah needed: a one-layer image is a few lines of JSON).
+# as is; the config, manifest, index.json and oci-layout are written here, as oci-image.sh does for
+# other images (build/oci-image.sh; a one-layer image is a few lines of JSON).
 # mmdebstrap runs in mode `unshare`: run as root it does not use a user namespace (so owners in
 # the tarball are real) but does unshare the mount, pid, uts and ipc namespaces, so the /proc, /sys
 # and /dev it mounts into the chroot, and the maintainer scripts' processes, never reach the host,
 # even if the build is killed. Needs root (for apt-get and for chroot).
 set -euo pipefail
-. "$(dirname "$0")/env.sh"
+. "$(dirname "$0")/../local-cluster/env.sh"
 
 # Packages come only from Debian's mirror, the one this machine's apt uses.
 mirror=${CUBEPOD_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 security=${CUBEPOD_DEBIAN_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 suite=bookworm
-name=cubepod.local/sandbox:dev
+name=base
 # Every file's mtime is clamped to this (2025-05-20), and tools that honour it (dpkg, useradd, the
 # byte compilation of Python modules, which then checks hashes instead of mtimes) use it: two builds
 # of this recipe from the same mirror content give the same bytes.
@@ -45,15 +46,15 @@ packages=(
 # tzdata (pip's tzdata serves Python), man pages.
 
 here=$(cd "$(dirname "$0")" && pwd)
-dir=$CUBEPOD_CACHE/sandbox-image
-key=$( (cat "$here/sandbox-image.sh"; echo "$mirror $security") | sha256sum | cut -c1-16)
+dir=$CUBEPOD_CACHE/base-image
+key=$( (cat "$here/base-image.sh"; echo "$mirror $security") | sha256sum | cut -c1-16)
 out=$dir/$key.tar
 if [ -s "$out" ]; then
   echo "$out"
   exit 0
 fi
 
-[ "$(id -u)" = 0 ] || die "sandbox-image.sh needs root (apt-get, and mmdebstrap's chroot)"
+[ "$(id -u)" = 0 ] || die "base-image.sh needs root (apt-get, and mmdebstrap's chroot)"
 mkdir -p "$dir"
 # One build at a time; a second run waits for the first, then finds its tarball.
 exec 9>"$dir/.lock"
@@ -140,7 +141,7 @@ rm -f "$work/rootfs.tar"
 arch=$(dpkg --print-architecture) # amd64 and arm64 are also the OCI names
 created=$(date -u -d "@$SOURCE_DATE_EPOCH" +%Y-%m-%dT%H:%M:%SZ)
 # No User: podd decides whom a sandbox's processes run as.
-printf '{"created":"%s","architecture":"%s","os":"linux","config":{"Entrypoint":["/bin/bash"],"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"],"WorkingDir":"/home/user"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"local-cluster/sandbox-image.sh (mmdebstrap %s)"}]}' \
+printf '{"created":"%s","architecture":"%s","os":"linux","config":{"Entrypoint":["/bin/bash"],"Env":["PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin","LANG=C.UTF-8"],"WorkingDir":"/home/user"},"rootfs":{"type":"layers","diff_ids":["sha256:%s"]},"history":[{"created":"%s","created_by":"build/base-image.sh (mmdebstrap %s)"}]}' \
   "$created" "$arch" "$diff_id" "$created" "$suite" >"$work/config.json"
 config=$(sha "$work/config.json")
 mv "$work/config.json" "$blobs/$config"
@@ -148,10 +149,9 @@ printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.manifest.v1+js
   "$config" "$(size "$blobs/$config")" "$layer" "$(size "$blobs/$layer")" >"$work/manifest.json"
 manifest=$(sha "$work/manifest.json")
 mv "$work/manifest.json" "$blobs/$manifest"
-# ctr import names the image by io.containerd.image.name (ref.name, the tag as the OCI layout spec
-# has it, is what other tools such as umoci and skopeo read).
-printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"%s","os":"linux"},"annotations":{"io.containerd.image.name":"%s","org.opencontainers.image.ref.name":"%s"}}]}' \
-  "$manifest" "$(size "$blobs/$manifest")" "$arch" "$name" "${name##*:}" >"$work/layout/index.json"
+# One image in the layout: skopeo copies it without naming a reference.
+printf '{"schemaVersion":2,"mediaType":"application/vnd.oci.image.index.v1+json","manifests":[{"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:%s","size":%s,"platform":{"architecture":"%s","os":"linux"}}]}' \
+  "$manifest" "$(size "$blobs/$manifest")" "$arch" >"$work/layout/index.json"
 printf '{"imageLayoutVersion":"1.0.0"}' >"$work/layout/oci-layout"
 tar -C "$work/layout" --sort=name --mtime="@$SOURCE_DATE_EPOCH" --owner=0 --group=0 --numeric-owner \
   -cf "$work/image.tar" oci-layout index.json blobs

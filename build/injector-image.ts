@@ -1,0 +1,44 @@
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { stringify } from "yaml";
+import cfg from "../package.json";
+
+/**
+ * Where the chart's images come from: `images.registry` and `images.tag`, which
+ * `npm run images:push` pushed to (build/push-images.sh). The module's
+ * CUBEPOD_PODD_INJECTOR_IMAGE, the injector of every template that names none, follows them.
+ */
+export const IMAGES_VALUES = { registry: "ghcr.io/cubeplex", tag: cfg.version };
+export const IMAGES_VALUES_SCHEMA = {
+  type: "object",
+  additionalProperties: false,
+  properties: { registry: { type: "string", minLength: 1 }, tag: { type: "string", minLength: 1 } },
+};
+
+/**
+ * Adds the `images` values and sets CUBEPOD_PODD_INJECTOR_IMAGE from them in both of the module's
+ * Deployments; false when the chart is not as Pepr writes it.
+ */
+export function addImagesInChart(chart: string): boolean {
+  const templates = ["admission-deployment.yaml", "watcher-deployment.yaml"].map(f =>
+    join(chart, "templates", f),
+  );
+  const env = /^(\s*)- name: PEPR_WATCH_MODE\n\s*value: "(?:true|false)"\n/m;
+  const injector = (m: string, indent: string) =>
+    `${m}${indent}- name: CUBEPOD_PODD_INJECTOR_IMAGE\n${indent}  value: "{{ .Values.images.registry }}/podd-injector:{{ .Values.images.tag }}"\n`;
+  for (const file of templates) {
+    if (!existsSync(file)) return false;
+    const text = readFileSync(file, "utf8");
+    if (!env.test(text)) return false;
+    writeFileSync(file, text.replace(env, injector));
+  }
+  const values = join(chart, "values.yaml");
+  writeFileSync(values, `${readFileSync(values, "utf8")}${stringify({ images: IMAGES_VALUES })}`);
+  const schemaFile = join(chart, "values.schema.json");
+  if (existsSync(schemaFile)) {
+    const schema = JSON.parse(readFileSync(schemaFile, "utf8"));
+    schema.definitions.Values.properties.images = IMAGES_VALUES_SCHEMA;
+    writeFileSync(schemaFile, `${JSON.stringify(schema, null, 2)}\n`);
+  }
+  return true;
+}
