@@ -37,6 +37,8 @@ const FLOOD_SETTLE_S = 2;
 const CALL_TIMEOUT_MS = 10_000;
 /** The victim's sandbox: a cold box on kwok, made once, read by `GET /sandboxes/{id}`. */
 const BOX = "victim";
+/** Where the least rate-limited server (floor-limits.ts) listens. */
+const FLOOR_PORT = 18185;
 /** The victim's calls in turn: its list, and its one sandbox; neither creates anything. */
 const VICTIM_CALLS = ["/sandboxes", `/sandboxes/${BOX}`];
 
@@ -61,31 +63,28 @@ export async function benchFlood(kube: Kube) {
   // The same arrivals in both phases, so that they differ only by the flood.
   const arrivals = poissonSeconds(VICTIM_PER_S, PHASE_S, 1);
   const alone = await victimPhase(arrivals, victim.key);
-  // The flood from a process of its own: on this event loop its thousands of answers a second
-  // would queue before the victim's timers and reads, and the victim's latency would measure
-  // the flooder's client rather than the gateway.
-  const flood = await ownProcess(
+  const flooded = await floodedPhase(arrivals, GATEWAY, victim.key, flooder.key);
+  // The same flood and victim against the least rate-limited server (floor-limits.ts): what a
+  // one-process gateway on this machine cannot keep from the victim.
+  const floor = await ownProcess(
     [
-      join(ROOT, "bench", "scenarios", "flood-client.ts"),
-      GATEWAY,
+      join(ROOT, "bench", "scenarios", "floor-limits.ts"),
+      String(FLOOR_PORT),
+      victim.key,
       flooder.key,
-      String(FLOOD_CONNECTIONS),
-      String(FLOOD_NICENESS),
     ],
     "ready",
-    true,
   );
-  let flooded: Phase;
-  let flooding: AnswerSummary;
+  let floorFlooded: Awaited<ReturnType<typeof floodedPhase>>;
   try {
-    await sleep(FLOOD_SETTLE_S * 1000);
-    const counted = lineStarting(flood, "counts ");
-    flood.stdin!.write("mark\n");
-    flooded = await victimPhase(arrivals, victim.key);
-    flood.stdin!.write("stop\n");
-    flooding = JSON.parse(await counted) as AnswerSummary;
+    floorFlooded = await floodedPhase(
+      arrivals,
+      `http://127.0.0.1:${FLOOR_PORT}`,
+      victim.key,
+      flooder.key,
+    );
   } finally {
-    killGroup(flood);
+    killGroup(floor);
   }
   await kube.delete(`/api/v1/namespaces/${victim.ns}`);
   await kube.delete(`/api/v1/namespaces/${flooder.ns}`);
@@ -97,17 +96,59 @@ export async function benchFlood(kube: Kube) {
     errors: p.answers.errors,
   });
   results.flood = {
-    what: `one tenant's control API calls (GET /sandboxes and GET /sandboxes/{id} in turn, ${VICTIM_PER_S}/s from independent clients, ${PHASE_S} s) alone and while another tenant floods the gateway (GET /sandboxes over ${FLOOD_CONNECTIONS} connections, each call sent when the last is answered, at niceness ${FLOOD_NICENESS}) (ms); the flood's percentiles over the floor's; each tenant's answers (tooMany: 429); each process's CPU in cores`,
+    what: `one tenant's control API calls (GET /sandboxes and GET /sandboxes/{id} in turn, ${VICTIM_PER_S}/s from independent clients, ${PHASE_S} s) alone and while another tenant floods the gateway (GET /sandboxes over ${FLOOD_CONNECTIONS} connections, each call sent when the last is answered, at niceness ${FLOOD_NICENESS}) (ms), and the same flood against the least rate-limited server (floor-limits.ts); the flooded percentiles over the victim's alone and over the floor's flooded; each tenant's answers (tooMany: 429); each process's CPU in cores`,
     victimAlone: alone.latency,
     victimFlooded: flooded.latency,
     victimFloodedOverAlone: ratios(flooded.latency, alone.latency),
-    victimAnswers: { alone: answers(alone), flooded: answers(flooded) },
-    flooder: { connections: FLOOD_CONNECTIONS, ...flooding },
-    cpuCores: { alone: alone.cores, flooded: flooded.cores },
+    victimFloorFlooded: floorFlooded.latency,
+    victimFloodedOverFloor: ratios(flooded.latency, floorFlooded.latency),
+    victimAnswers: {
+      alone: answers(alone),
+      flooded: answers(flooded),
+      floorFlooded: answers(floorFlooded),
+    },
+    flooder: { connections: FLOOD_CONNECTIONS, ...flooded.flooding },
+    flooderAtFloor: { connections: FLOOD_CONNECTIONS, ...floorFlooded.flooding },
+    cpuCores: { alone: alone.cores, flooded: flooded.cores, floorFlooded: floorFlooded.cores },
   };
   const refused = alone.answers.tooMany + flooded.answers.tooMany;
   if (refused > 0)
     console.log(`flood: the victim was refused ${refused} calls (429) under its rate`);
+}
+
+/**
+ * The victim's calls at `arrivals` to `base` while the flooder (flood-client.ts, a process of its
+ * own) floods it: on this event loop its thousands of answers a second would queue before the
+ * victim's timers and reads, and the victim's latency would measure the flooder's client rather
+ * than the server.
+ */
+async function floodedPhase(
+  arrivals: number[],
+  base: string,
+  victimKey: string,
+  flooderKey: string,
+) {
+  const flood = await ownProcess(
+    [
+      join(ROOT, "bench", "scenarios", "flood-client.ts"),
+      base,
+      flooderKey,
+      String(FLOOD_CONNECTIONS),
+      String(FLOOD_NICENESS),
+    ],
+    "ready",
+    true,
+  );
+  try {
+    await sleep(FLOOD_SETTLE_S * 1000);
+    const counted = lineStarting(flood, "counts ");
+    flood.stdin!.write("mark\n");
+    const phase = await victimPhase(arrivals, victimKey, base);
+    flood.stdin!.write("stop\n");
+    return { ...phase, flooding: JSON.parse(await counted) as AnswerSummary };
+  } finally {
+    killGroup(flood);
+  }
 }
 
 /** A tenant of the gateway: a namespace of its own and an API key. */
@@ -124,11 +165,11 @@ type Answer = { ms: number; status?: number; retryAfter: boolean };
 const keepAlive = new Agent({ keepAlive: true });
 
 /** One GET of the control API with `key`, timed from the request to the end of the answer. */
-function call(path: string, key: string): Promise<Answer> {
+function call(path: string, key: string, base = GATEWAY): Promise<Answer> {
   return new Promise(resolve => {
     const t0 = now();
     const req = request(
-      new URL(path, GATEWAY),
+      new URL(path, base),
       { headers: { "X-API-Key": key }, agent: keepAlive },
       res => {
         res.resume();
@@ -167,11 +208,11 @@ type Phase = {
 };
 
 /** The victim's calls at `arrivals`: their latencies, their answers and each role's CPU. */
-async function victimPhase(arrivals: number[], key: string): Promise<Phase> {
+async function victimPhase(arrivals: number[], key: string, base = GATEWAY): Promise<Phase> {
   const counts = new AnswerCounts(now());
   const [cpuBefore, t0] = [cpuByRole(roleOf), now()];
   const { results: answers, rate } = await openLoop(arrivals, i =>
-    call(VICTIM_CALLS[i % VICTIM_CALLS.length], key),
+    call(VICTIM_CALLS[i % VICTIM_CALLS.length], key, base),
   );
   const [cpuAfter, t1] = [cpuByRole(roleOf), now()];
   for (const a of answers) {
@@ -195,6 +236,7 @@ async function victimPhase(arrivals: number[], key: string): Promise<Phase> {
 function roleOf(pid: number, command: string): string {
   if (pid === process.pid) return "victim";
   if (command.includes("flood-client.ts")) return "flooder";
+  if (command.includes("floor-limits.ts")) return "floor";
   if (command.includes("gateway/main.ts")) return "gateway";
   return "other";
 }
