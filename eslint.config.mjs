@@ -24,7 +24,6 @@ export default [
       "jest.config.js",
       "test/integration/sequencer.js",
       "test/integration/chalk-stub.js",
-      "test/e2b/sandbox-hosts.cjs",
     ],
   },
   ...compat.extends("eslint:recommended", "plugin:@typescript-eslint/recommended"),

@@ -10,28 +10,36 @@
  * and the setup file that mocks a module only E2B's source has is left out). A test that cannot
  * pass on CubePod by design is skipped by name (skips.json), with the reason in docs/gateway.md.
  * The tenant gets the template the suites name (`base`: the real node's Debian image) and a warm
- * pool sized for them.
+ * pool sized for them. The suites run as an agent runs E2B's SDKs, given only E2B_DOMAIN and
+ * E2B_API_KEY (E2B's standard setup, testkit/standard-setup.ts): a gateway on 443 of its own
+ * address, the names resolved by a resolver started here, its CA trusted by the suites' processes.
  */
-import { execFileSync, spawn, spawnSync } from "node:child_process";
-import { createServer as createHttpServer } from "node:http";
-import { connect as connectTcp, type AddressInfo } from "node:net";
+import { type ChildProcess, execFileSync, spawn, spawnSync } from "node:child_process";
 import {
   cpSync,
   existsSync,
   mkdirSync,
+  mkdtempSync,
   readdirSync,
   readFileSync,
   rmSync,
   writeFileSync,
 } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { CACHE_DIR, CLUSTER_DIR, Kube, paths, ROOT } from "../../testkit/kube";
+import { CACHE_DIR, CLUSTER_DIR, Kube, KUBECONFIG, paths, ROOT } from "../../testkit/kube";
+import {
+  STANDARD_DOMAIN,
+  STANDARD_GATEWAY_IP,
+  standardGatewaySettings,
+  startStandardSetup,
+  underResolver,
+} from "../../testkit/standard-setup";
 import { realTenant } from "../../testkit/tenant";
 
 const SUITES = process.env.CUBEPOD_E2B_SDK_TESTS ?? join(ROOT, "..", "shared", "e2b-sdk-tests");
-const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
-const GATEWAY_TLS_PORT = process.env.CUBEPOD_GATEWAY_TLS_PORT ?? "8443";
-const DOMAIN = process.env.CUBEPOD_GATEWAY_DOMAIN ?? "cubepod.localhost";
+/** Where the setup's gateway serves /metrics and /healthz (its own address). */
+const GATEWAY_METRICS_PORT = 18098;
 /** The published SDK and the test runner the JS files were written for. */
 const JS_PACKAGES = { e2b: "2.51.0", vitest: "4.1.10" };
 /** Standbys kept for the suites: each test creates its own sandbox. */
@@ -91,21 +99,20 @@ async function tenant(kube: Kube): Promise<{ ns: string; key: string }> {
 }
 
 /**
- * The SDKs' settings, as the suites' README names them: the control API at the gateway's plain
- * port, and each sandbox at its own host, `https://<port>-<id>.<domain>`, as E2B serves them
- * (no `E2B_SANDBOX_URL`: a signed URL then names its sandbox). The cluster's CA is trusted.
+ * The SDKs' settings in E2B's standard setup: the domain and the key, nothing else (no
+ * `E2B_API_URL`, `E2B_SANDBOX_URL` or `E2B_DEBUG`); `trust` names the setup's CA as the suite's
+ * runtime reads it.
  */
-function sdkEnv(key: string): NodeJS.ProcessEnv {
+function sdkEnv(key: string, trust: Record<string, string>): NodeJS.ProcessEnv {
   const env: NodeJS.ProcessEnv = {
     ...process.env,
     E2B_API_KEY: key,
-    E2B_API_URL: GATEWAY,
-    E2B_DOMAIN: DOMAIN,
-    CUBEPOD_E2B_DOMAIN: DOMAIN,
-    CUBEPOD_E2B_TLS_PORT: GATEWAY_TLS_PORT,
+    E2B_DOMAIN: STANDARD_DOMAIN,
+    ...trust,
   };
-  delete env.E2B_DEBUG;
-  delete env.E2B_SANDBOX_URL;
+  for (const v of ["E2B_DEBUG", "E2B_API_URL", "E2B_SANDBOX_URL", "HTTPS_PROXY", "https_proxy"]) {
+    delete env[v];
+  }
   return env;
 }
 
@@ -118,7 +125,7 @@ const skipPattern = (names: string[]) =>
         `^(?!(.* )?(${names.map(n => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})$).*$`,
       ];
 
-function runJs(key: string, all: boolean): Counts {
+function runJs(key: string, all: boolean, setup: string): Counts {
   const tools = join(CACHE_DIR, "e2b-sdk-js", Object.values(JS_PACKAGES).join("-"));
   if (!existsSync(join(tools, "node_modules", "vitest"))) {
     mkdirSync(tools, { recursive: true });
@@ -153,29 +160,24 @@ export default defineConfig({ test: { include: ${JSON.stringify(files)}, environ
 `,
   );
   const report = join(work, "report.json");
-  const r = spawnSync(
+  const [file, args] = underResolver(setup, [
     join(tools, "node_modules", ".bin", "vitest"),
-    [
-      "run",
-      "--root",
-      work,
-      "--reporter=default",
-      "--reporter=json",
-      `--outputFile.json=${report}`,
-      ...skipPattern(skipped("js")),
-    ],
-    {
-      cwd: work,
-      env: {
-        ...sdkEnv(key),
-        NODE_PATH: join(tools, "node_modules"),
-        NODE_EXTRA_CA_CERTS: join(CLUSTER_DIR, "pki", "ca.crt"),
-        // Sandboxes' hosts reach the gateway (sandbox-hosts.cjs).
-        NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ""} --require ${join(__dirname, "sandbox-hosts.cjs")}`,
-      },
-      stdio: "inherit",
+    "run",
+    "--root",
+    work,
+    "--reporter=default",
+    "--reporter=json",
+    `--outputFile.json=${report}`,
+    ...skipPattern(skipped("js")),
+  ]);
+  const r = spawnSync(file, args, {
+    cwd: work,
+    env: {
+      ...sdkEnv(key, { NODE_EXTRA_CA_CERTS: join(setup, "ca.crt") }),
+      NODE_PATH: join(tools, "node_modules"),
     },
-  );
+    stdio: "inherit",
+  });
   if (!existsSync(report)) throw new Error(`vitest wrote no report (exit ${r.status})`);
   const json = JSON.parse(readFileSync(report, "utf8"));
   return {
@@ -187,31 +189,6 @@ export default defineConfig({ test: { include: ${JSON.stringify(files)}, environ
 
 type Counts = { passed: number; failed: number; skipped: number };
 
-/**
- * A CONNECT proxy for the Python suite: its SDK's HTTP client (Rust, with its own resolver) is
- * reached by nothing but `HTTPS_PROXY`. It tunnels `<host>.<domain>:443` to the gateway's HTTPS
- * port, where the TLS handshake names the sandbox's host, and refuses anything else.
- */
-async function sandboxHostsProxy(): Promise<{ url: string; close: () => void }> {
-  const proxy = createHttpServer((_, res) => res.writeHead(405).end("CONNECT only\n"));
-  proxy.on("connect", (req, client, head) => {
-    const [host, port] = (req.url ?? "").split(/:(?=\d+$)/);
-    const ours = host === DOMAIN || host.toLowerCase().endsWith(`.${DOMAIN}`);
-    if (!ours || port !== "443") return void client.end("HTTP/1.1 403 Forbidden\r\n\r\n");
-    const upstream = connectTcp(Number(GATEWAY_TLS_PORT), "127.0.0.1", () => {
-      client.write("HTTP/1.1 200 Connection Established\r\n\r\n");
-      if (head.length > 0) upstream.write(head);
-      upstream.pipe(client);
-      client.pipe(upstream);
-    });
-    upstream.on("error", () => client.destroy());
-    client.on("error", () => upstream.destroy());
-  });
-  await new Promise<void>(resolve => proxy.listen(0, "127.0.0.1", resolve));
-  const { port } = proxy.address() as AddressInfo;
-  return { url: `http://127.0.0.1:${port}`, close: () => proxy.close() };
-}
-
 /** The junit report's totals. */
 function junitCounts(xml: string): Counts {
   const suite = /<testsuite\b([^>]*)>/.exec(xml)?.[1] ?? "";
@@ -220,7 +197,7 @@ function junitCounts(xml: string): Counts {
   return { passed: n("tests") - failed - n("skipped"), failed, skipped: n("skipped") };
 }
 
-async function runPy(key: string, all: boolean, syncOnly: boolean): Promise<Counts> {
+async function runPy(key: string, all: boolean, syncOnly: boolean, setup: string): Promise<Counts> {
   const python = execFileSync("bash", [join(ROOT, "testkit", "python-e2b.sh")], {
     encoding: "utf8",
   }).trim();
@@ -228,26 +205,17 @@ async function runPy(key: string, all: boolean, syncOnly: boolean): Promise<Coun
   rmSync(work, { recursive: true, force: true });
   cpSync(join(SUITES, "packages", "python-sdk"), work, { recursive: true });
   const files = selected("selected-py.txt", all).filter(f => !syncOnly || !f.includes("/async/"));
-  // The SDK trusts its own CA bundle only: the cluster's CA is added to it.
+  // The SDK trusts its own CA bundle only: the setup's CA is added to it.
   const certifi = execFileSync(python, ["-m", "certifi"], { encoding: "utf8" }).trim();
   const bundle = join(work, "ca-bundle.pem");
   writeFileSync(
     bundle,
-    readFileSync(certifi, "utf8") + readFileSync(join(CLUSTER_DIR, "pki", "ca.crt"), "utf8"),
+    readFileSync(certifi, "utf8") + readFileSync(join(setup, "ca.crt"), "utf8"),
   );
   const names = skipped("py");
   const report = join(work, "report.xml");
-  const proxy = await sandboxHostsProxy();
-  try {
-    const env: NodeJS.ProcessEnv = {
-      ...sdkEnv(key),
-      HTTPS_PROXY: proxy.url,
-      SSL_CERT_FILE: bundle,
-    };
-    // The API is plain HTTP on loopback and goes direct; `localhost` must not be listed, or the
-    // sandboxes' hosts under it would bypass the proxy too.
-    env.NO_PROXY = "127.0.0.1,::1";
-    delete env.no_proxy;
+  {
+    const env = sdkEnv(key, { SSL_CERT_FILE: bundle });
     // By node ID, exactly: `-k` matches parts of names, and would leave out test_fork_by_id too.
     const deselect = files.flatMap(f => {
       const source = readFileSync(join(work, f), "utf8");
@@ -259,16 +227,48 @@ async function runPy(key: string, all: boolean, syncOnly: boolean): Promise<Coun
       ...["-m", "pytest", ...files, "-p", "no:cacheprovider", `--junitxml=${report}`, "-q"],
       ...deselect,
     ];
+    const [file, wrapped] = underResolver(setup, [python, ...args]);
     await new Promise<void>((resolve, reject) => {
-      const child = spawn(python, args, { cwd: work, env, stdio: "inherit" });
+      const child = spawn(file, wrapped, { cwd: work, env, stdio: "inherit" });
       child.on("error", reject);
       child.on("exit", () => resolve());
     });
-  } finally {
-    proxy.close();
   }
   if (!existsSync(report)) throw new Error("pytest wrote no report");
   return junitCounts(readFileSync(report, "utf8"));
+}
+
+/**
+ * The gateway of the setup: the local cluster's, from the source, on 80 and 443 of its own
+ * address, with the cluster's token key (the module's public key is its).
+ */
+function startGateway(setup: string): ChildProcess {
+  return spawn(join(ROOT, "node_modules", ".bin", "tsx"), [join(ROOT, "gateway", "main.ts")], {
+    env: {
+      ...process.env,
+      KUBECONFIG,
+      CUBEPOD_GATEWAY_TOKEN_KEY: readFileSync(
+        join(CLUSTER_DIR, "gateway-token-key"),
+        "utf8",
+      ).trim(),
+      ...standardGatewaySettings(setup, GATEWAY_METRICS_PORT),
+    },
+    stdio: ["ignore", "ignore", "inherit"],
+    detached: true,
+  });
+}
+
+/** Resolves once the setup's gateway answers. */
+async function untilServing(gateway: ChildProcess): Promise<void> {
+  for (let i = 0; i < 600 && gateway.exitCode === null; i++) {
+    const up = await fetch(`http://${STANDARD_GATEWAY_IP}:80/sandboxes`).then(
+      () => true,
+      () => false,
+    );
+    if (up) return;
+    await new Promise(r => setTimeout(r, 100));
+  }
+  throw new Error(`the setup's gateway did not answer on ${STANDARD_GATEWAY_IP}:80 (see above)`);
 }
 
 async function main() {
@@ -284,13 +284,19 @@ async function main() {
   execFileSync("bash", [join(ROOT, "local-cluster", "up.sh")], { stdio: "inherit" });
   const kube = new Kube();
   const { ns, key } = await tenant(kube);
+  const setup = mkdtempSync(join(tmpdir(), "cubepod-e2b-setup-"));
+  const resolver = startStandardSetup(setup);
+  const gateway = startGateway(setup);
   const results: Record<string, Counts> = {};
   try {
-    if (which === "js" || which === "all") results.js = runJs(key, all);
+    await untilServing(gateway);
+    if (which === "js" || which === "all") results.js = runJs(key, all, setup);
     if (which === "py" || which === "all") {
-      results.py = await runPy(key, all, process.argv.includes("--py-sync"));
+      results.py = await runPy(key, all, process.argv.includes("--py-sync"), setup);
     }
   } finally {
+    if (gateway.exitCode === null) process.kill(-gateway.pid!, "SIGTERM");
+    resolver.kill();
     await kube.delete(`/api/v1/namespaces/${ns}`);
   }
   console.log(JSON.stringify(results));
