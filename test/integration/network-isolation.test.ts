@@ -291,7 +291,7 @@ describe("sandboxes on the network", () => {
           {
             name: "probe",
             image: "cubepod.local/busybox:1",
-            imagePullPolicy: "Never",
+            imagePullPolicy: "IfNotPresent",
             command: ["/bin/sh", "-c", probeScript([...tenantB(), `${PUBLIC_IP}:80`])],
           },
         ],

@@ -9,7 +9,7 @@ const NODE = "cubepod-real-0";
 const kube = new Kube();
 let ns: string;
 
-/** A Pod that serves its own name over HTTP, from the busybox image imported for the node. */
+/** A Pod that serves its own name over HTTP, from the busybox image the node pulls from the local registry. */
 function webPod(name: string, onRealNode: boolean) {
   return {
     apiVersion: "v1",
@@ -20,7 +20,7 @@ function webPod(name: string, onRealNode: boolean) {
         {
           name: "web",
           image: "cubepod.local/busybox:1",
-          imagePullPolicy: "Never",
+          imagePullPolicy: "IfNotPresent",
           command: ["/bin/sh", "-c"],
           args: [
             'mkdir -p /www && echo "hello from $(hostname)" > /www/index.html && exec httpd -f -p 8080 -h /www',
