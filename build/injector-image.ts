@@ -1,7 +1,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { stringify } from "yaml";
 import cfg from "../package.json";
+import { addChartValues } from "./chart-values";
 
 /**
  * Where the chart's images come from: `images.registry` and `images.tag`, which
@@ -32,13 +32,6 @@ export function addImagesInChart(chart: string): boolean {
     if (!env.test(text)) return false;
     writeFileSync(file, text.replace(env, injector));
   }
-  const values = join(chart, "values.yaml");
-  writeFileSync(values, `${readFileSync(values, "utf8")}${stringify({ images: IMAGES_VALUES })}`);
-  const schemaFile = join(chart, "values.schema.json");
-  if (existsSync(schemaFile)) {
-    const schema = JSON.parse(readFileSync(schemaFile, "utf8"));
-    schema.definitions.Values.properties.images = IMAGES_VALUES_SCHEMA;
-    writeFileSync(schemaFile, `${JSON.stringify(schema, null, 2)}\n`);
-  }
+  addChartValues(chart, "images", IMAGES_VALUES, IMAGES_VALUES_SCHEMA);
   return true;
 }

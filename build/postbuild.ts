@@ -31,6 +31,7 @@ import {
   shardLabelCondition,
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
+import { addChartValues } from "./chart-values";
 import { admissionKeysTemplate, REPLACED_TEMPLATES, withoutKeys } from "./admission-keys";
 import { addImagesInChart } from "./injector-image";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
@@ -150,14 +151,12 @@ function controllerImage(docs: Record<string, unknown>[]): string {
  * RBAC rules may name resources (the store's CRD: module-rbac.ts).
  */
 function addGatewayValues(chart: string): void {
-  const values = join(chart, "values.yaml");
-  writeFileSync(values, `${readFileSync(values, "utf8")}${stringify({ gateway: GATEWAY_VALUES })}`);
-  const schemaFile = join(chart, "values.schema.json");
-  if (!existsSync(schemaFile)) return;
-  const schema = JSON.parse(readFileSync(schemaFile, "utf8"));
-  schema.definitions.Values.properties.gateway = GATEWAY_VALUES_SCHEMA;
-  schema.definitions.Rbac.properties.resourceNames = { type: "array", items: { type: "string" } };
-  writeFileSync(schemaFile, `${JSON.stringify(schema, null, 2)}\n`);
+  addChartValues(chart, "gateway", GATEWAY_VALUES, GATEWAY_VALUES_SCHEMA, schema => {
+    schema.definitions.Rbac.properties = {
+      ...schema.definitions.Rbac.properties,
+      resourceNames: { type: "array", items: { type: "string" } },
+    };
+  });
 }
 
 /** The chart's shard-label condition follows `watcher.replicas` (webhook-policy.ts). */

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import type { PodAPIKeySpec } from "../capabilities/api/podapikey";
+import { SHA256_HEX, type PodAPIKeySpec } from "../capabilities/api/podapikey";
 
 export type PodAPIKey = { metadata?: { namespace?: string; name?: string }; spec?: PodAPIKeySpec };
 
@@ -26,7 +26,7 @@ export class KeyIndex {
     }
     // The CRD's schema admits only 64 lowercase hex digits; anything else is not a key.
     const hash = apiKey.spec?.sha256;
-    if (deleted || !hash || !/^[0-9a-f]{64}$/.test(hash)) return;
+    if (deleted || !hash || !SHA256_HEX.test(hash)) return;
     this.#hashOf.set(id, hash);
     this.#owners.set(hash, (this.#owners.get(hash) ?? new Set()).add(id));
   }

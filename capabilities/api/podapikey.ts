@@ -6,10 +6,13 @@ import { KindDescriptor } from "./descriptor";
  * need not be a Secret (whoever reads Secrets to find keys could read every other Secret too).
  * The gateway reads these, and only these, to know which namespace a key acts in.
  */
+/** An API key's hash as PodAPIKeys hold it: lowercase hex SHA-256. */
+export const SHA256_HEX = /^[0-9a-f]{64}$/;
+
 export const podAPIKeySpecSchema = z.object({
   sha256: z
     .string()
-    .regex(/^[0-9a-f]{64}$/, { error: "must be the lowercase hex SHA-256 of the key (64 digits)" })
+    .regex(SHA256_HEX, { error: "must be the lowercase hex SHA-256 of the key (64 digits)" })
     .meta({
       description:
         'The lowercase hex SHA-256 of the key (`printf %s "$key" | sha256sum`). The key itself is stored nowhere.',
