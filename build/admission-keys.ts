@@ -6,6 +6,10 @@
  * must agree, from one template; the module YAML carries none of it.
  */
 
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseDocument } from "yaml";
+
 type Doc = Record<string, unknown>;
 type Hook = { clientConfig?: { caBundle?: string; service?: { path?: string } } };
 
@@ -114,3 +118,22 @@ export const REPLACED_TEMPLATES = [
   "mutation-webhook.yaml",
   "validation-webhook.yaml",
 ];
+
+/**
+ * The chart's values without the API path `pepr build` puts there (`secrets.apiPath`), which the
+ * template above no longer reads, and its schema without requiring it.
+ */
+export function withoutKeyValues(chart: string): void {
+  const file = join(chart, "values.yaml");
+  const values = parseDocument(readFileSync(file, "utf8"));
+  values.delete("secrets");
+  writeFileSync(file, values.toString({ lineWidth: 0 }));
+  const schemaFile = join(chart, "values.schema.json");
+  const schema = JSON.parse(readFileSync(schemaFile, "utf8"));
+  delete schema.definitions.Values.properties.secrets;
+  schema.definitions.Values.required = (schema.definitions.Values.required ?? []).filter(
+    (k: string) => k !== "secrets",
+  );
+  delete schema.definitions.Secrets;
+  writeFileSync(schemaFile, `${JSON.stringify(schema, null, 2)}\n`);
+}

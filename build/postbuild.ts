@@ -32,7 +32,12 @@ import {
 } from "../capabilities/admission/webhook-policy";
 import { provenancePolicy } from "../capabilities/admission/provenance-policy";
 import { addChartValues } from "./chart-values";
-import { admissionKeysTemplate, REPLACED_TEMPLATES, withoutKeys } from "./admission-keys";
+import {
+  admissionKeysTemplate,
+  REPLACED_TEMPLATES,
+  withoutKeys,
+  withoutKeyValues,
+} from "./admission-keys";
 import { addImagesInChart } from "./injector-image";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
@@ -90,6 +95,7 @@ if (!REPLACED_TEMPLATES.every(f => existsSync(join(chartTemplates, f)))) {
   process.exit(1);
 }
 for (const f of REPLACED_TEMPLATES) rmSync(join(chartTemplates, f));
+withoutKeyValues(join(dist, `${uuid}-chart`));
 writeFileSync(
   join(chartTemplates, "admission-keys.yaml"),
   admissionKeysTemplate(

@@ -123,6 +123,7 @@ describe("no key in any artifact (npm run build)", () => {
       const text = readFileSync(file, "utf8");
       expect([file, PEM.test(text)]).toEqual([file, false]);
       expect([file, text.includes("CUBEPOD_CONTROL_PUBLIC_KEY")]).toEqual([file, false]);
+      expect([file, text.includes("apiPath:")]).toEqual([file, false]);
     }
     const docs = parseAllDocuments(readFileSync(manifest, "utf8")).map(d => d.toJS() as Doc);
     const secrets = docs.filter(d => d?.kind === "Secret").map(d => d.metadata.name);
