@@ -155,6 +155,26 @@ public_network() {
   sysctl -qw net.ipv4.ip_forward=1
 }
 
+# Drops the node's copy of every image whose tag the local registry now serves other bytes for (a
+# rebuild pushed since): the kubelet would otherwise keep running the one it pulled first, as a
+# tag like `:dev` is pulled only if not present. The next Pod pulls the new one.
+refresh_images() {
+  local ref repo want have
+  for ref in $(ctr -a "$SOCK" -n k8s.io images ls -q); do
+    case $ref in registry.k8s.io/*:* | ghcr.io/*:* | cubepod.local/*:*) ;; *) continue ;; esac
+    [[ $ref == *@* ]] && continue
+    repo=${ref#*/}
+    want=$(curl -sfI "http://$REGISTRY/v2/${repo%:*}/manifests/${repo##*:}" \
+      -H "Accept: application/vnd.oci.image.index.v1+json, application/vnd.oci.image.manifest.v1+json" |
+      tr -d '\r' | awk 'tolower($1) == "docker-content-digest:" { print $2 }') || continue
+    have=$(ctr -a "$SOCK" -n k8s.io images ls "name==$ref" | awk 'NR == 2 { print $3 }')
+    if [ -n "$want" ] && [ "$want" != "$have" ]; then
+      ctr -a "$SOCK" -n k8s.io images rm "$ref" >/dev/null
+      log "dropped the node's stale $ref"
+    fi
+  done
+}
+
 case "${1:-start}" in
 start)
   [ "$(id -u)" = 0 ] || die "the real node needs root (containerd, runc, mounts, network namespaces)"
@@ -195,6 +215,7 @@ start)
   bash "$here/images.sh"
   start containerd containerd --config "$RUN/containerd.toml"
   wait_for containerd 60 ctr -a "$SOCK" version || die "containerd did not start: see $LOGS/containerd.log"
+  refresh_images
   start kubelet "$CUBEPOD_BIN/kubelet" --config "$RUN/kubelet.yaml" \
     --kubeconfig "$RUN/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
     --node-ip "$REAL_GATEWAY_IP" --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" \

@@ -7,6 +7,8 @@ import { parse } from "yaml";
 export const ROOT = join(__dirname, "..");
 export const CLUSTER_DIR = process.env.CUBEPOD_CLUSTER_DIR ?? join(ROOT, ".cluster");
 export const KUBECONFIG = join(CLUSTER_DIR, "kubeconfig");
+/** The local registry the real node pulls every image from (local-cluster/env.sh). */
+export const REGISTRY = `127.0.0.1:${process.env.CUBEPOD_REGISTRY_PORT ?? 5000}`;
 /** Where the set-up keeps what it builds and downloads, outside the work tree. */
 export const CACHE_DIR =
   process.env.CUBEPOD_CACHE ?? join(process.env.HOME ?? "/root", ".cache", "cubepod");

@@ -41,3 +41,38 @@ export async function realTenant(
   });
   return { ns, key };
 }
+
+/** Where the platform's tenant default templates live (samples/tenant-defaults.yaml). */
+export const TENANT_DEFAULTS = "cubepod-defaults";
+
+/**
+ * Makes `spec` the platform's default `base` for every tenant, whole: replaced, not merged with
+ * what `npm run dev` or another test put there. Resolves to a function that puts back what was.
+ */
+export async function useTenantDefault(kube: Kube, spec: object): Promise<() => Promise<void>> {
+  const ns = await kube.get(`/api/v1/namespaces/${TENANT_DEFAULTS}`);
+  if (ns.status === 404) {
+    await kube.mustCreate("/api/v1/namespaces", { metadata: { name: TENANT_DEFAULTS } });
+  }
+  const path = paths.podtemplates(TENANT_DEFAULTS, "base");
+  const replace = async (with_: object | undefined) => {
+    const now = await kube.get(path);
+    let r;
+    if (with_ === undefined) r = await kube.delete(path);
+    else if (now.status === 404)
+      r = await kube.create(paths.podtemplates(TENANT_DEFAULTS), podTemplate("base", with_));
+    else {
+      const next = podTemplate("base", with_);
+      r = await kube.request("PUT", path, {
+        ...next,
+        metadata: { ...next.metadata, resourceVersion: now.body.metadata.resourceVersion },
+      });
+    }
+    if (r.status >= 300 && !(with_ === undefined && r.status === 404)) {
+      throw new Error(`the tenant default ${TENANT_DEFAULTS}/base: ${r.status} ${r.body.message}`);
+    }
+  };
+  const before = await kube.get(path);
+  await replace(spec);
+  return () => replace(before.status === 200 ? before.body.spec : undefined);
+}

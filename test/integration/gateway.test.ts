@@ -9,6 +9,7 @@ import { WebSocket } from "undici";
 import { cluster, CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../testkit/kube";
 import { podAPIKey, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { ECHO_PORT, EnvdStandIn } from "../../testkit/envd-stand-in";
+import { TENANT_DEFAULTS, useTenantDefault } from "../../testkit/tenant";
 import { startDeployedGateway, untilServing } from "./deployed-gateway";
 
 /*
@@ -25,8 +26,9 @@ let nsA: string;
 let nsB: string;
 let nsC: string;
 /** The tenant defaults' namespace, as the local module and gateway are configured. */
-const DEFAULTS = "cubepod-defaults";
 let standIn: EnvdStandIn;
+/** Puts back the platform's default template this file replaced. */
+let restoreDefault: () => Promise<void>;
 const keyA = `e2b_${randomBytes(20).toString("hex")}`;
 const keyB = `e2b_${randomBytes(20).toString("hex")}`;
 const keyC = `e2b_${randomBytes(20).toString("hex")}`;
@@ -83,24 +85,14 @@ beforeAll(async () => {
   // A tenant with a key and no template: E2B's default template comes from the platform's.
   nsC = await kube.namespace("it-gw-c");
   await apiKey(nsC, keyC);
-  await kube.request(
-    "PATCH",
-    `/api/v1/namespaces/${DEFAULTS}?fieldManager=it&force=true`,
-    { apiVersion: "v1", kind: "Namespace", metadata: { name: DEFAULTS } },
-    "application/apply-patch+yaml",
-  );
-  await kube.request(
-    "PATCH",
-    `${paths.podtemplates(DEFAULTS, "base")}?fieldManager=it&force=true`,
-    podTemplate("base"),
-    "application/apply-patch+yaml",
-  );
+  restoreDefault = await useTenantDefault(kube, TEMPLATE);
   standIn = new EnvdStandIn(kube, [nsA, nsB, nsC]);
   standIn.start();
 });
 afterAll(async () => {
   standIn.stop();
   for (const ns of [nsA, nsB, nsC]) await kube.delete(`/api/v1/namespaces/${ns}`);
+  await restoreDefault?.();
   kube.close();
 });
 
@@ -277,8 +269,10 @@ describe("the E2B SDK against the gateway", () => {
     const sbx = await Sandbox.create(as(keyC));
     expect((await sbx.commands.run("echo defaulted")).stdout).toBe("defaulted\n");
     const copy = (await kube.get(paths.podtemplates(nsC, "base"))).body;
-    const source = (await kube.get(paths.podtemplates(DEFAULTS, "base"))).body;
-    expect(copy.metadata.annotations["pod.cubeplex.ai/tenant-default"]).toBe(`${DEFAULTS}/base`);
+    const source = (await kube.get(paths.podtemplates(TENANT_DEFAULTS, "base"))).body;
+    expect(copy.metadata.annotations["pod.cubeplex.ai/tenant-default"]).toBe(
+      `${TENANT_DEFAULTS}/base`,
+    );
     expect(copy.spec).toEqual(source.spec);
     const box = (await kube.get(paths.podboxes(nsC, sbx.sandboxId))).body;
     expect(box.spec.templateRef).toBe("base");

@@ -2,8 +2,11 @@ import { execFileSync, spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { Sandbox } from "e2b";
 import { closeSync, openSync, readdirSync, readFileSync, readSync, writeSync } from "node:fs";
+import { join } from "node:path";
+import { parseAllDocuments } from "yaml";
+import { TENANT_DEFAULTS, useTenantDefault } from "../../testkit/tenant";
 import { auditEvents } from "../../testkit/audit-log";
-import { eventsAbout, Kube, KUBECONFIG, Obj, paths, ROOT } from "../../testkit/kube";
+import { eventsAbout, Kube, KUBECONFIG, Obj, paths, REGISTRY, ROOT } from "../../testkit/kube";
 import { podAPIKey, podTemplate, realTemplate } from "../../testkit/objects";
 import {
   DEPLOYMENTS,
@@ -113,6 +116,77 @@ describe("the module as its chart installs it", () => {
       expect(seen).toContain("metadata.name: must be at most 63 characters");
     } finally {
       process.kill(-monitor.pid!, "SIGKILL");
+    }
+  });
+});
+
+/**
+ * The digest the local registry serves for an image the real node pulls by this name: the node's
+ * `cubepod.local/...` names are mirrored to it (local-cluster/real-node.sh).
+ */
+async function registryDigest(image: string): Promise<string> {
+  const [repository, tag] = image.replace(/^cubepod\.local\//, "").split(":");
+  const r = await fetch(`http://${REGISTRY}/v2/${repository}/manifests/${tag}`, {
+    method: "HEAD",
+    headers: {
+      Accept: [
+        "application/vnd.oci.image.index.v1+json",
+        "application/vnd.oci.image.manifest.v1+json",
+        "application/vnd.docker.distribution.manifest.list.v2+json",
+        "application/vnd.docker.distribution.manifest.v2+json",
+      ].join(", "),
+    },
+  });
+  expect(r.status).toBe(200);
+  return r.headers.get("docker-content-digest")!;
+}
+
+describe("E2B's `Sandbox.create()` with no template, on the images the chart names", () => {
+  it("starts the platform's `base` for a tenant with no template, its images pulled from the registry", async () => {
+    // The platform's default, as docs/deploy.md has a platform team apply it once.
+    const sample = parseAllDocuments(
+      readFileSync(join(ROOT, "samples", "tenant-defaults.yaml"), "utf8"),
+    ).map(d => d.toJS());
+    const base = sample.find(o => o.kind === "PodTemplate" && o.metadata.name === "base");
+    expect(base.metadata.namespace).toBe(TENANT_DEFAULTS);
+    const restoreDefault = await useTenantDefault(kube, base.spec);
+    const tenant = await kube.namespace("it-real-base");
+    const apiKey = `e2b_${randomBytes(20).toString("hex")}`;
+    await kube.mustCreate(paths.podapikeys(tenant), podAPIKey("agents", apiKey));
+    const url = await deployedGatewayUrl(kube);
+    const sdk = { apiKey, apiUrl: url, sandboxUrl: url, domain: "cubepod.localhost" };
+    try {
+      // The SDK asks for E2B's default template, `base`, which the tenant does not have.
+      const sbx = await Sandbox.create(sdk);
+      const run = await sbx.commands.run("cat /etc/debian_version && whoami");
+      expect(run.exitCode).toBe(0);
+      expect(run.stdout).toMatch(/^\d+(\.\d+)?\nuser\n$/);
+
+      const box = (await kube.get(paths.podboxes(tenant, sbx.sandboxId))).body;
+      expect(box.spec.templateRef).toBe("base");
+      const copy = (await kube.get(paths.podtemplates(tenant, "base"))).body;
+      expect(copy.metadata.annotations["pod.cubeplex.ai/tenant-default"]).toBe(
+        "cubepod-defaults/base",
+      );
+      // The template names no injector: the chart's `images` values chose it.
+      expect(copy.spec.poddInjectorImage).toBeUndefined();
+      const pod = (await kube.get(paths.pods(tenant, box.status.podName))).body;
+      const statuses: Obj[] = [
+        ...(pod.status.initContainerStatuses ?? []),
+        ...pod.status.containerStatuses,
+      ];
+      expect(new Set(statuses.map(s => s.image))).toEqual(
+        new Set(["cubepod.local/podd-injector:dev", "cubepod.local/base:dev"]),
+      );
+      // Each ran the bytes the registry holds for its name: the node pulled them from there.
+      for (const s of statuses) {
+        const digest = await registryDigest(s.image);
+        expect(s.imageID).toBe(`${s.image.split(":")[0]}@${digest}`);
+      }
+      await Sandbox.kill(sbx.sandboxId, sdk);
+    } finally {
+      await kube.delete(`/api/v1/namespaces/${tenant}`);
+      await restoreDefault();
     }
   });
 });
