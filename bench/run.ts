@@ -1,7 +1,7 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
  * `npm run bench -- warm floor stream saturation cold admission gateway flood real sandbox envd
- * scale scale10k sharded sharded10k` picks some (scenarios/): `npm run bench -- flood`, say,
+ * scale scale10k sharded sharded10k tls` picks some (scenarios/): `npm run bench -- flood`, say,
  * measures the gateway's per-tenant limits while one tenant floods it. Prints a table and saves
  * the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline -- <file>`
  * makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`: tests never
@@ -23,6 +23,7 @@ import { benchSaturation } from "./scenarios/saturation";
 import { benchScale } from "./scenarios/scale";
 import { benchSharded } from "./scenarios/sharded";
 import { benchStream } from "./scenarios/stream";
+import { benchTls } from "./scenarios/tls";
 import { benchWarm } from "./scenarios/warm";
 
 const pick = process.argv.slice(2);
@@ -51,6 +52,10 @@ async function main() {
     // gateway needs under the flood.
     await noBenchNamespaces(kube);
     await benchFlood(kube);
+  }
+  if (wanted("tls")) {
+    await noBenchNamespaces(kube);
+    await benchTls(kube);
   }
   // The full run takes the smaller shape; the 10,000 boxes only when named.
   const shapes = (["scale", "scale10k"] as const).filter(s =>

@@ -1,4 +1,4 @@
-import { spawn } from "node:child_process";
+import { type ChildProcess, spawn } from "node:child_process";
 
 /**
  * `tsx <args>` in a process group of its own, once it prints `ready`; kill the group to end it.
@@ -14,4 +14,13 @@ export async function ownProcess(args: string[], ready: string, commands = false
     proc.on("exit", code => reject(new Error(`${args[0]} exited (${code})`)));
   });
   return proc;
+}
+
+/** Ends a process group started by {@link ownProcess}, if anything of it is left. */
+export function killGroup(proc: ChildProcess) {
+  try {
+    process.kill(-proc.pid!, "SIGTERM");
+  } catch {
+    // Already gone: it may exit on its own once it has said what it had to.
+  }
 }

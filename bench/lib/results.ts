@@ -38,6 +38,7 @@ export const RERUN: Record<string, string> = {
   admission: "npm run bench -- admission",
   gateway: "npm run bench -- gateway",
   flood: "npm run bench -- flood",
+  tls: "npm run bench -- tls",
   realNode: "npm run bench -- real",
   sandbox: "npm run bench -- sandbox",
   envd: "npm run bench -- envd",

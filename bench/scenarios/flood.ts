@@ -6,7 +6,7 @@ import { Kube, paths, ROOT } from "../../testkit/kube";
 import { podAPIKey, podBox, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { type AnswerSummary, AnswerCounts } from "../lib/answer-counts";
 import { openLoop, poissonSeconds } from "../lib/arrivals";
-import { ownProcess } from "../lib/own-process";
+import { killGroup, ownProcess } from "../lib/own-process";
 import { cpuBetween, cpuByRole, machineQuiet } from "../lib/process-cpu";
 import { results } from "../lib/results";
 import { GATEWAY } from "../lib/sdk";
@@ -254,13 +254,4 @@ function lineStarting(proc: ChildProcess, prefix: string): Promise<string> {
       reject(new Error(`flood-client.ts ended (${code}) before its counts`)),
     );
   });
-}
-
-/** Ends a process group started by {@link ownProcess}, if anything of it is left. */
-function killGroup(proc: ChildProcess) {
-  try {
-    process.kill(-proc.pid!, "SIGTERM");
-  } catch {
-    // Already gone: the flooder exits once it has printed its counts.
-  }
 }
