@@ -1,5 +1,6 @@
 import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
 import { createServer as createTlsServer, type Server as TlsServer } from "node:https";
+import type { Socket } from "node:net";
 import type { GatewayConfig } from "./config";
 import { findRoute, type Answer, type ControlApi } from "./control/routes";
 import { ApiError } from "./e2b";
@@ -8,6 +9,17 @@ import type { KeyIndex } from "./keys";
 import { droppedConnections, requestDuration, requests } from "./metrics";
 import { routeOf, sendJson, type SandboxProxy } from "./proxy";
 import { retryAfterSeconds, type TokenBuckets } from "./rate-limit";
+
+/** What a refused call is answered: `{code, message}` as JSON, and these headers. */
+type Refusal = { code: number; message: string; headers?: Record<string, string> };
+
+/** A control call let through by its headers: its tenant's namespace and its route. */
+type Admitted = {
+  url: URL;
+  method: string;
+  found: NonNullable<ReturnType<typeof findRoute>>;
+  ns: string;
+};
 
 /** How much of a refused call's body is read and dropped before the connection is cut. */
 const DRAIN_LIMIT = 64 * 1024 * 1024;
@@ -50,18 +62,68 @@ export function gatewayServer(
       return sendJson(res, route.status, { code: route.status, message: route.message });
     }
     if (route) return proxy.handle(req, res, route);
-    void serveControl(req, res, n => (name = n)).catch(e => {
-      const err = internalError(e, { method: req.method ?? "", path: req.url ?? "" });
-      if (!req.complete) {
-        // A body cut short or too large: the connection ends with the answer.
-        if (err.code === 408 || err.code === 413) res.setHeader("Connection", "close");
-        discardBody(req, config.bodyTimeoutMs);
-      }
-      if (res.headersSent) return;
-      for (const [h, v] of Object.entries(err.headers)) res.setHeader(h, v);
-      sendJson(res, err.code, err.body());
-    });
+    const admitted = admit(req);
+    if ("refusal" in admitted) {
+      if (admitted.name) name = admitted.name;
+      refuse(req, res, admitted.refusal);
+      // Once answered: before, Node would resume the connection itself if the call was pipelined.
+      const holdMs = admitted.holdMs;
+      if (holdMs) res.once("finish", () => hold(req.socket, holdMs));
+      return;
+    }
+    void serveControl(req, res, admitted, n => (name = n)).catch(e =>
+      refuse(req, res, internalError(e, { method: req.method ?? "", path: req.url ?? "" })),
+    );
   };
+
+  /**
+   * Answers a refused call, before or after its body was read: a body not yet read is drained
+   * (cut short or too large, the connection ends with the answer).
+   */
+  const refuse = (req: IncomingMessage, res: ServerResponse, refusal: Refusal) => {
+    if (!req.complete) {
+      if (refusal.code === 408 || refusal.code === 413) res.setHeader("Connection", "close");
+      discardBody(req, config.bodyTimeoutMs);
+    }
+    if (res.headersSent) return;
+    for (const [h, v] of Object.entries(refusal.headers ?? {})) res.setHeader(h, v);
+    sendJson(res, refusal.code, { code: refusal.code, message: refusal.message });
+  };
+
+  /**
+   * Whether a control call may go on, decided from its headers alone and without an exception
+   * (whose stack trace would cost a flood's every refusal): its route, its tenant by API key,
+   * its tenant's rate. A tenant over its rate costs no more than its headers.
+   */
+  const admit = (
+    req: IncomingMessage,
+  ): Admitted | { refusal: Refusal; name?: string; holdMs?: number } => {
+    const url = new URL(req.url ?? "/", "http://gateway");
+    const method = req.method ?? "GET";
+    const found = findRoute(method, url.pathname);
+    if (!found)
+      return { refusal: { code: 404, message: `no such API path: ${method} ${url.pathname}` } };
+    const key = req.headers["x-api-key"];
+    const ns = typeof key === "string" ? keys.namespaceOf(key) : undefined;
+    if (!ns) {
+      const message = key ? "invalid API key" : "missing API key (header X-API-Key)";
+      return { refusal: { code: 401, message } };
+    }
+    const wait = rateLimit?.take(ns) ?? 0;
+    if (wait > 0) {
+      const seconds = retryAfterSeconds(wait);
+      const message =
+        `rate limit exceeded: at most ${rateLimit!.perSecond} API calls per second per ` +
+        `namespace (bursts of ${rateLimit!.burst}); retry in ${seconds} s`;
+      return {
+        name: found.name,
+        refusal: { code: 429, message, headers: { "Retry-After": String(seconds) } },
+        holdMs: seconds * 1000,
+      };
+    }
+    return { url, method, found, ns };
+  };
+
   const options = {
     headersTimeout: config.headersTimeoutMs,
     connectionsCheckingInterval: TIMEOUT_CHECK_MS,
@@ -81,35 +143,13 @@ export function gatewayServer(
   server.requestTimeout = 0;
   server.keepAliveTimeout = 620_000;
 
-  /** One control API call; `named` tells the metrics which route it is. */
+  /** One admitted control API call; `named` tells the metrics which route it is. */
   async function serveControl(
     req: IncomingMessage,
     res: ServerResponse,
+    { url, method, found, ns }: Admitted,
     named: (route: string) => void,
   ): Promise<void> {
-    const url = new URL(req.url ?? "/", "http://gateway");
-    const method = req.method ?? "GET";
-    const found = findRoute(method, url.pathname);
-    if (!found) {
-      throw new ApiError(404, `no such API path: ${method} ${url.pathname}`);
-    }
-    const key = req.headers["x-api-key"];
-    const ns = typeof key === "string" ? keys.namespaceOf(key) : undefined;
-    if (!ns) {
-      throw new ApiError(401, key ? "invalid API key" : "missing API key (header X-API-Key)");
-    }
-    // Before the body is read: a tenant over its rate costs no more than its headers.
-    const wait = rateLimit?.take(ns) ?? 0;
-    if (wait > 0) {
-      named(found.name);
-      const seconds = retryAfterSeconds(wait);
-      throw new ApiError(
-        429,
-        `rate limit exceeded: at most ${rateLimit!.perSecond} API calls per second per ` +
-          `namespace (bursts of ${rateLimit!.burst}); retry in ${seconds} s`,
-        { "Retry-After": String(seconds) },
-      );
-    }
     const body = await readJson(req, config.maxBodyBytes, config.bodyTimeoutMs);
     if (found.invalid) throw found.invalid;
     named(found.name);
@@ -171,6 +211,19 @@ function readJson(req: IncomingMessage, max: number, timeoutMs: number): Promise
       // The client went away: nothing to log, and no one to answer.
       .on("error", () => stop(new ApiError(400, "request body broke off")));
   });
+}
+
+/**
+ * Reads nothing more from a connection for `ms`: one whose call was refused for its tenant's rate
+ * is read again when its `Retry-After` has passed. A client that waits as told meets no delay;
+ * one that sends at once, as a flood does, waits on its own connection, where its next call costs
+ * the gateway nothing until then, so that a flood's rate is bounded by its connections (at most
+ * the port's cap) and no longer by the gateway's CPU.
+ */
+function hold(socket: Socket, ms: number): void {
+  socket.pause();
+  const timer = setTimeout(() => socket.resume(), ms);
+  socket.once("close", () => clearTimeout(timer));
 }
 
 /**

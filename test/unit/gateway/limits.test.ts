@@ -183,6 +183,35 @@ describe("the gateway's server, in process", () => {
     expect(await counted("list", "429")).toBe(before + 1);
   });
 
+  it("reads a connection refused for rate no further until its Retry-After has passed", async () => {
+    const { port, call } = await start({
+      CUBEPOD_GATEWAY_RATE_PER_SECOND: "1",
+      CUBEPOD_GATEWAY_RATE_BURST: "1",
+    });
+    const statuses = (read: string) => [...read.matchAll(/HTTP\/1\.1 (\d{3}) /g)].map(m => m[1]);
+    const get = "GET /v2/sandboxes HTTP/1.1\r\nHost: gw\r\nX-API-Key: key-a\r\n\r\n";
+    const flooder = connect(port, "127.0.0.1");
+    let read = "";
+    let waiting = () => undefined as void;
+    flooder.on("data", (d: Buffer) => ((read += String(d)), waiting()));
+    const answered = (n: number) =>
+      new Promise<void>(
+        resolve => (waiting = () => void (statuses(read).length >= n && resolve())),
+      );
+    flooder.write(get + get);
+    await answered(2);
+    expect(statuses(read)).toEqual(["200", "429"]);
+    expect(read).toMatch(/^Retry-After: 1\r$/im);
+    // A flood sends its next call at once: it waits, unread, while others are served.
+    flooder.write(get);
+    expect((await call("/v2/sandboxes", "key-b")).status).toBe(200);
+    expect(statuses(read)).toHaveLength(2);
+    // Read once the second has passed: by then the tenant's bucket has its token again.
+    await answered(3);
+    expect(statuses(read)).toEqual(["200", "429", "200"]);
+    flooder.destroy();
+  });
+
   it("answers an unexpected error with a generic 500 naming a request logged with its detail", async () => {
     const { call } = await start();
     const logged: string[] = [];
