@@ -67,6 +67,24 @@ export function accessToken(key: string, box: PodBox): string {
   return createHmac("sha256", key).update(`${namespace}/${name}/${uid}`).digest("hex");
 }
 
+/**
+ * The token a sandbox's own ports take when it serves no public traffic (E2B's
+ * `trafficAccessToken`), derived as its access token is, apart from it: it opens the sandbox's
+ * ports, not its daemon.
+ */
+export function trafficAccessToken(key: string, box: PodBox): string {
+  const { namespace, name, uid } = box.metadata ?? {};
+  return createHmac("sha256", key)
+    .update(`sandbox-traffic/${namespace}/${name}/${uid}`)
+    .digest("hex");
+}
+
+/** The header E2B's proxy reads the traffic token from, as its SDK users send it. */
+export const TRAFFIC_TOKEN_HEADER = "e2b-traffic-access-token";
+
+/** Whether anyone who knows a sandbox's address may call its own ports (E2B's default). */
+export const servesPublicTraffic = (box: PodBox) => box.spec?.network?.allowPublicTraffic !== false;
+
 /** Whether a request's token is the sandbox's: compared in constant time, whatever it is. */
 export function sameToken(given: unknown, expected: string): boolean {
   if (typeof given !== "string") return false;
@@ -77,6 +95,89 @@ export function sameToken(given: unknown, expected: string): boolean {
 
 const stringMap = z.record(z.string(), z.string());
 const seconds = z.int().min(0).max(31_536_000);
+
+/** The one `denyOut` CubePod enforces: all traffic, which is `allow_internet_access: false`. */
+export const ALL_TRAFFIC = "0.0.0.0/0";
+
+/**
+ * E2B's `network` fields CubePod does not enforce yet (docs/gateway.md, Network): a sandbox that
+ * asks for them is refused naming them, never started with them ignored.
+ */
+const UNENFORCED_NETWORK = ["allowOut", "rules", "egressProxy", "httpsPorts", "dnsServers"];
+
+/**
+ * `SandboxNetworkConfig`: the gateway serves `allowPublicTraffic` and `maskRequestHost` (the
+ * sandbox's ports), and `denyOut: ["0.0.0.0/0"]` as `allow_internet_access: false`; any other
+ * field, or any other denyOut, is refused by name.
+ */
+export const networkSchema = z
+  .looseObject({
+    allowPublicTraffic: z.boolean().nullish(),
+    maskRequestHost: z
+      .string()
+      .max(253)
+      .regex(/^[\x21-\x7e]+$/, { error: "must be host[:port], ASCII, with an optional ${PORT}" })
+      .nullish(),
+    denyOut: z.array(z.string()).nullish(),
+  })
+  .superRefine((network, ctx) => {
+    for (const field of Object.keys(network)) {
+      const value = (network as Record<string, unknown>)[field];
+      const empty =
+        value === null || value === undefined || (Array.isArray(value) && value.length === 0);
+      if (field in networkSchema.shape || empty) continue;
+      ctx.addIssue({
+        code: "custom",
+        path: [field],
+        message: UNENFORCED_NETWORK.includes(field)
+          ? "not enforced by CubePod yet; refused rather than ignored"
+          : "not a field of E2B's network",
+      });
+    }
+    const denied = (network.denyOut ?? []).filter(d => d !== ALL_TRAFFIC);
+    if (denied.length > 0) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["denyOut"],
+        message: `only "${ALL_TRAFFIC}" (no internet access) is enforced by CubePod yet; refused: ${denied.join(", ")}`,
+      });
+    }
+  });
+
+/**
+ * What a box keeps of E2B's `allow_internet_access` and `network`: `egress: None` for no internet
+ * access (`denyOut: ["0.0.0.0/0"]` says the same), and how the gateway serves its ports.
+ */
+export function networkSpec(input: {
+  allow_internet_access?: boolean;
+  network?: z.infer<typeof networkSchema> | null;
+}): Pick<NonNullable<PodBox["spec"]>, "egress" | "network"> {
+  const n = input.network ?? {};
+  const noInternet =
+    input.allow_internet_access === false || (n.denyOut ?? []).includes(ALL_TRAFFIC);
+  const network = {
+    ...(n.allowPublicTraffic === false ? { allowPublicTraffic: false } : {}),
+    ...(n.maskRequestHost ? { maskRequestHost: n.maskRequestHost } : {}),
+  };
+  return {
+    ...(noInternet ? { egress: "None" as const } : {}),
+    ...(Object.keys(network).length > 0 ? { network } : {}),
+  };
+}
+
+/** What a fork or snapshot keeps of its source's network: its egress, and how its ports are served. */
+export const inheritedNetwork = (box: PodBox) => ({
+  ...(box.spec?.egress ? { egress: box.spec.egress } : {}),
+  ...(box.spec?.network ? { network: box.spec.network } : {}),
+});
+
+/** `SandboxNetworkUpdateConfig`: the egress fields, and `allow_internet_access`. */
+export const networkUpdateSchema = z.looseObject({
+  allow_internet_access: z
+    .boolean()
+    .nullish()
+    .transform(v => v ?? undefined),
+});
 
 /** `NewSandbox` (v1) and `NewSandboxV2`: the fields CubePod acts on; others are accepted. */
 export const newSandboxSchema = z.looseObject({
@@ -90,6 +191,7 @@ export const newSandboxSchema = z.looseObject({
   autoPause: z.boolean().optional(),
   autoResume: z.looseObject({ enabled: z.boolean() }).optional(),
   allow_internet_access: z.boolean().optional(),
+  network: networkSchema.nullish(),
 });
 export const connectSchema = z.looseObject({ timeout: seconds.optional() });
 export const forkSchema = z.looseObject({
@@ -239,13 +341,18 @@ export function listedSandbox(box: PodBox, template?: CubePodTemplate) {
 }
 
 /** `Sandbox`: what a create or connect answers. */
-export function sandbox(box: PodBox, token: string, domain: string) {
+export function sandbox(
+  box: PodBox,
+  tokens: { access: string; traffic: string | null },
+  domain: string,
+) {
   return {
     sandboxID: box.metadata!.name!,
     templateID: templateIdOf(box),
     clientID: CLIENT_ID,
     envdVersion: ENVD_VERSION,
-    envdAccessToken: token,
+    envdAccessToken: tokens.access,
+    trafficAccessToken: tokens.traffic,
     domain,
   };
 }

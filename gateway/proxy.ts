@@ -9,7 +9,15 @@ import { ANNOTATION_LAST_ACTIVITY } from "../capabilities/reaper/activity";
 import type { GatewayConfig } from "./config";
 import { autoResumes, proxiedConnections, requestDuration } from "./metrics";
 import { DEFAULT_ENVD_PORT } from "../capabilities/api/common";
-import { ended, endpointOf, expired, resumesOnTraffic, sameToken, sandboxIdOf } from "./e2b";
+import {
+  ended,
+  endpointOf,
+  expired,
+  resumesOnTraffic,
+  sameToken,
+  sandboxIdOf,
+  TRAFFIC_TOKEN_HEADER,
+} from "./e2b";
 import { internalError } from "./internal-errors";
 import { CONTROL_HEADER } from "./podd-control";
 import type { SandboxIndex } from "./sandboxes";
@@ -53,7 +61,15 @@ export type Route = { id: string; port: number };
  * A running box as a request needs it: where it listens, its access token, and the gateway's
  * credential for its daemon.
  */
-type Live = { box: PodBox; ip: string; envdPort: number; token: string; control: string };
+type Live = {
+  box: PodBox;
+  ip: string;
+  envdPort: number;
+  token: string;
+  /** The token its own ports take, when it serves no public traffic. */
+  traffic: string | null;
+  control: string;
+};
 /** A client's answer or socket, which the proxy may end. */
 type Closable = { destroy(): void; once(event: "close", listener: () => void): unknown };
 /** An open request or WebSocket, and the Pod it goes to. */
@@ -220,7 +236,7 @@ export class SandboxProxy {
         ),
       );
     }
-    if (live[0].envdPort !== route.port) return live[0];
+    if (live[0].envdPort !== route.port) return this.#userPort(live[0], headers);
     const pathname = path.split("?")[0];
     if (CONTROL_PATHS.includes(pathname)) {
       return { status: 404, message: `${pathname} is reserved for the CubePod control plane` };
@@ -235,6 +251,22 @@ export class SandboxProxy {
     return match;
   }
 
+  /**
+   * A sandbox's own port: open to anyone who knows its address, as E2B's, unless the sandbox
+   * serves no public traffic; then only to requests with its traffic token (403 otherwise, with
+   * E2B's message).
+   */
+  #userPort(live: Live, headers: IncomingHttpHeaders): Live | RouteError {
+    if (live.traffic === null) return live;
+    const given = headers[TRAFFIC_TOKEN_HEADER];
+    if (sameToken(given, live.traffic)) return live;
+    const message =
+      given === undefined
+        ? `Sandbox is secured with traffic access token. Token header '${TRAFFIC_TOKEN_HEADER}' is missing`
+        : `Sandbox is secured with traffic access token. Provided token in header '${TRAFFIC_TOKEN_HEADER}' is invalid`;
+    return { status: 403, message };
+  }
+
   #liveOf(box: PodBox): Live | undefined {
     let live = this.#live.get(box);
     if (live === undefined) {
@@ -244,6 +276,7 @@ export class SandboxProxy {
             box,
             ...at,
             token: this.config.tokenKeys.accessToken(box),
+            traffic: this.config.tokenKeys.tokens(box).traffic,
             control: this.config.tokenKeys.credential(box)!,
           }
         : null;
@@ -265,7 +298,14 @@ export class SandboxProxy {
         route.port === DEFAULT_ENVD_PORT || token !== undefined
           ? sameToken(token, this.config.tokenKeys.accessToken(b))
           : true,
-      );
+      )
+      // One serving no public traffic is woken only by a request it would serve.
+      .filter(b => {
+        const traffic = this.config.tokenKeys.tokens(b).traffic;
+        return route.port === DEFAULT_ENVD_PORT || traffic === null
+          ? true
+          : sameToken(headers[TRAFFIC_TOKEN_HEADER], traffic);
+      });
     return candidates.length > 0 ? { sleeping: candidates[0] } : undefined;
   }
 
@@ -318,7 +358,10 @@ export class SandboxProxy {
         origin: `http://${host}:${route.port}`,
         path: req.url ?? "/",
         method: (req.method ?? "GET") as Dispatcher.HttpMethod,
-        headers: forwardedRequestHeaders(req.rawHeaders, controlFor(target, route)),
+        headers: forwardedRequestHeaders(
+          withMaskedHost(req.rawHeaders, maskFor(target, route)),
+          controlFor(target, route),
+        ),
         body: hasBody(req.headers) ? req : null,
       },
       forward,
@@ -350,9 +393,10 @@ export class SandboxProxy {
       const lines = [`${req.method} ${req.url} HTTP/1.1`];
       const control = controlFor(target, route);
       if (control) lines.push(`${CONTROL_HEADER}: ${control}`);
-      for (let i = 0; i < req.rawHeaders.length; i += 2) {
-        if (req.rawHeaders[i].toLowerCase() === CONTROL_HEADER.toLowerCase()) continue;
-        lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
+      const raw = withMaskedHost(req.rawHeaders, maskFor(target, route));
+      for (let i = 0; i < raw.length; i += 2) {
+        if (raw[i].toLowerCase() === CONTROL_HEADER.toLowerCase()) continue;
+        lines.push(`${raw[i]}: ${raw[i + 1]}`);
       }
       upstream.write(`${lines.join("\r\n")}\r\n\r\n`);
       if (head.length > 0) upstream.write(head);
@@ -455,6 +499,32 @@ class Forward implements Dispatcher.DispatchHandler {
 function hasBody(headers: IncomingHttpHeaders): boolean {
   const length = headers["content-length"];
   return headers["transfer-encoding"] !== undefined || (length !== undefined && length !== "0");
+}
+
+/**
+ * The Host a sandbox's own port is to see (its `maskRequestHost`, `${PORT}` replaced by the port);
+ * undefined when it sees the request's own, and always on the daemon's port.
+ */
+function maskFor(target: Live, route: Route): string | undefined {
+  const mask = target.box.spec?.network?.maskRequestHost;
+  if (!mask || route.port === target.envdPort) return undefined;
+  return mask.replaceAll("${PORT}", String(route.port));
+}
+
+/**
+ * Raw headers (name, value, ...) with the Host replaced by `mask`, and the original sent as
+ * X-Forwarded-Host, as E2B's proxy does; unchanged without a mask.
+ */
+export function withMaskedHost(raw: string[], mask: string | undefined): string[] {
+  if (mask === undefined) return raw;
+  const out: string[] = [];
+  for (let i = 0; i < raw.length; i += 2) {
+    const name = raw[i].toLowerCase();
+    if (name === "x-forwarded-host") continue;
+    if (name === "host") out.push("Host", mask, "X-Forwarded-Host", raw[i + 1]);
+    else out.push(raw[i], raw[i + 1]);
+  }
+  return out;
 }
 
 /** The daemon's credential for a request to its port; undefined for a user's port. */

@@ -1,7 +1,7 @@
 import { createCipheriv, createDecipheriv, createHash, hkdfSync, randomBytes } from "node:crypto";
 import { GROUP } from "../capabilities/api/common";
 import type { PodBox } from "../capabilities/api/kinds";
-import { accessToken } from "./e2b";
+import { accessToken, servesPublicTraffic, trafficAccessToken } from "./e2b";
 import { PoddControl } from "./podd-control";
 
 /**
@@ -95,6 +95,15 @@ export class TokenKeys {
   /** The sandbox's access token, as its daemon holds it. */
   accessToken(box: PodBox): string {
     return accessToken(this.forBox(box).secret, box);
+  }
+
+  /** The sandbox's tokens, as create and connect answer them: its traffic token if it has one. */
+  tokens(box: PodBox): { access: string; traffic: string | null } {
+    const { secret } = this.forBox(box);
+    return {
+      access: accessToken(secret, box),
+      traffic: servesPublicTraffic(box) ? null : trafficAccessToken(secret, box),
+    };
   }
 
   /**

@@ -11,7 +11,9 @@ import { ANNOTATION_TEMPLATE, sandbox } from "../../gateway/e2b";
 
 const [listen] = process.argv.slice(2);
 const box = { metadata: { name: "floor", annotations: { [ANNOTATION_TEMPLATE]: "python" } } };
-const body = JSON.stringify(sandbox(box as PodBox, "0".repeat(64), "cubepod.localhost"));
+const body = JSON.stringify(
+  sandbox(box as PodBox, { access: "0".repeat(64), traffic: null }, "cubepod.localhost"),
+);
 
 const server = createServer((req, res) => {
   req.resume();

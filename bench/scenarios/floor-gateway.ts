@@ -53,7 +53,9 @@ async function create(): Promise<string> {
   await kube.mustCreate(paths.podboxes(ns), podBox(name, { warmPoolRef: pool }));
   const box = await runs(name);
   await init(box.status.poddURL, control.credential(box as PodBox)!);
-  return JSON.stringify(sandbox(box as PodBox, TOKEN, "cubepod.localhost"));
+  return JSON.stringify(
+    sandbox(box as PodBox, { access: TOKEN, traffic: null }, "cubepod.localhost"),
+  );
 }
 
 function answer(res: ServerResponse, status: number, body: string) {

@@ -50,6 +50,7 @@ export const SCHEMA_CHECKED_BOX_FIELDS = [
   "leaseExpiresAt",
   "expiresAt",
   "egress",
+  "network",
 ] as const;
 
 /**

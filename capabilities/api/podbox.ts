@@ -116,6 +116,29 @@ export const podBoxSpecSchema = z
       description:
         "None: the box reaches nothing on the network, whatever its template allows (E2B's allowInternetAccess: false).",
     }),
+    network: z
+      .object({
+        allowPublicTraffic: z.boolean().optional().meta({
+          description:
+            "false: the gateway answers the sandbox's own ports (not its daemon's) only to requests carrying its traffic token (header e2b-traffic-access-token), as E2B's allowPublicTraffic. Unset: true.",
+        }),
+        maskRequestHost: z
+          .string()
+          .max(253)
+          .regex(/^[\x21-\x7e]+$/, {
+            error: "must be a host name, with an optional :port or ${PORT}",
+          })
+          .optional()
+          .meta({
+            description:
+              "The Host header the sandbox's own ports see, `${PORT}` replaced by the port; the gateway sends the original as X-Forwarded-Host (E2B's maskRequestHost).",
+          }),
+      })
+      .strict()
+      .optional()
+      .meta({
+        description: "How the gateway serves the sandbox's ports to the outside (E2B's network).",
+      }),
     volumeReclaimPolicy: z
       .enum(["Delete", "Retain"])
       .default("Delete")

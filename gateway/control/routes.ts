@@ -26,7 +26,7 @@ export type Call = {
 };
 
 type Route = {
-  method: "GET" | "POST" | "DELETE";
+  method: "GET" | "POST" | "PUT" | "DELETE";
   /** Served under `/v2` too when under `/sandboxes`. */
   path: string;
   /** What `cubepod_gateway_requests_total` and the request durations count its calls under. */
@@ -66,6 +66,9 @@ export const ROUTES: readonly Route[] = [
   ),
   row("GET", "/sandboxes/{id}/metrics", "metrics", (a, c) =>
     a.metrics.ofSandbox(c.ns, c.id, c.query),
+  ),
+  row("PUT", "/sandboxes/{id}/network", "network", (a, c) =>
+    a.sandboxes.updateNetwork(c.ns, c.id, c.body),
   ),
   row("POST", "/sandboxes/{id}/fork", "fork", (a, c) => a.sandboxes.fork(c.ns, c.id, c.body)),
   row("POST", "/sandboxes/{id}/snapshots", "snapshots", (a, c) =>

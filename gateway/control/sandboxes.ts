@@ -14,12 +14,17 @@ import {
   ended,
   endpointOf,
   forkSchema,
+  inheritedNetwork,
   listedSandbox,
   matchesMetadata,
   metadataFilter,
+  networkSchema,
+  networkSpec,
+  networkUpdateSchema,
   newSandboxSchema,
   notFound,
   sandbox,
+  servesPublicTraffic,
   startedAt,
   stateOf,
   templateIdOf,
@@ -79,9 +84,11 @@ export class SandboxesApi {
       .filter(p => p.spec?.templateRef === templateID && !p.metadata?.deletionTimestamp)
       .map(p => p.metadata!.name!)
       .sort()[0];
-    const spec: Record<string, string> = pool ? { warmPoolRef: pool } : { templateRef: templateID };
-    // The box then reaches nothing, whatever its template allows.
-    if (input.allow_internet_access === false) spec.egress = "None";
+    const spec = {
+      ...(pool ? { warmPoolRef: pool } : { templateRef: templateID }),
+      // Without internet access the box reaches nothing, whatever its template allows.
+      ...networkSpec(input),
+    };
     const annotations = createdAnnotations(input);
     const started = await this.starter.make(ns, spec, annotations, input, input.envVars ?? {});
     return { status: 201, body: started };
@@ -93,12 +100,13 @@ export class SandboxesApi {
     snapshot: PodBox,
     input: z.infer<typeof newSandboxSchema>,
   ): Promise<Answer> {
-    const spec: Record<string, string> = {
+    const own = networkSpec(input);
+    const spec = {
       templateRef: templateOf(snapshot)!,
       forkFrom: snapshot.metadata!.name!,
-      ...(snapshot.spec?.egress ? { egress: snapshot.spec.egress } : {}),
+      ...inheritedNetwork(snapshot),
+      ...own,
     };
-    if (input.allow_internet_access === false) spec.egress = "None";
     const annotations = createdAnnotations(input);
     const envVars = {
       ...this.context.keptEnvVars(ns, snapshot.metadata!.name!),
@@ -168,12 +176,39 @@ export class SandboxesApi {
         envdAccessToken: config.tokenKeys.accessToken(box),
         domain: config.domain,
         allowInternetAccess: box.spec?.egress !== "None",
+        network: {
+          allowPublicTraffic: servesPublicTraffic(box),
+          ...(box.spec?.network?.maskRequestHost
+            ? { maskRequestHost: box.spec.network.maskRequestHost }
+            : {}),
+        },
         lifecycle: {
           onTimeout: box.spec?.onExpiry === "Pause" ? "pause" : "kill",
           autoResume: box.metadata?.annotations?.[ANNOTATION_AUTO_RESUME] === "true",
         },
       },
     };
+  }
+
+  /**
+   * `PUT /sandboxes/{id}/network` (`Sandbox.updateNetwork`): E2B's egress settings, replaced
+   * whole. CubePod cannot yet change a sandbox's egress after its start: an update that leaves
+   * it as it is answers 204, any other is refused naming what it would change.
+   */
+  updateNetwork(ns: string, id: string, body: unknown): Answer {
+    const { allow_internet_access, ...network } = parse(networkUpdateSchema, body ?? {});
+    const createOnly = ["allowPublicTraffic", "maskRequestHost"].filter(f => f in network);
+    if (createOnly.length > 0) {
+      throw new ApiError(400, `invalid request body: ${createOnly.join(", ")}: set at create only`);
+    }
+    const box = this.context.own(ns, id);
+    const wanted = networkSpec({ allow_internet_access, network: parse(networkSchema, network) });
+    if ((wanted.egress ?? "") === (box.spec?.egress ?? "")) return { status: 204 };
+    const now = box.spec?.egress === "None" ? "no internet access" : "internet access";
+    throw new ApiError(
+      400,
+      `network: the sandbox has ${now}, which CubePod cannot change after its start yet; refused rather than ignored`,
+    );
   }
 
   /** `POST /sandboxes/{id}/connect` (v1, v2, and the older `/resume`). */
@@ -188,7 +223,7 @@ export class SandboxesApi {
       }
       return {
         status: 200,
-        body: sandbox(box, config.tokenKeys.accessToken(box), config.domain),
+        body: sandbox(box, config.tokenKeys.tokens(box), config.domain),
       };
     }
     return { status: 201, body: await this.starter.resume(ns, id, input.timeout) };
@@ -247,12 +282,9 @@ export class SandboxesApi {
     };
     // A fork's daemon gets its parent's environment, as E2B's fork copies it with the memory.
     const envVars = this.context.keptEnvVars(ns, id);
-    // A fork of a sandbox without internet access has none either.
-    const spec = {
-      templateRef: templateID,
-      forkFrom: id,
-      ...(parent.spec?.egress ? { egress: parent.spec.egress } : {}),
-    };
+    // A fork of a sandbox without internet access has none either, and its ports are served
+    // as its parent's.
+    const spec = { templateRef: templateID, forkFrom: id, ...inheritedNetwork(parent) };
     const forks = await Promise.all(
       Array.from({ length: input.count ?? 1 }, () =>
         this.starter.make(ns, spec, annotations, input, envVars).then(

@@ -10,6 +10,7 @@ import {
   startedAt,
   templateIdOf,
   templateOf,
+  inheritedNetwork,
 } from "../e2b";
 import { internalError } from "../internal-errors";
 import {
@@ -66,7 +67,7 @@ export class SnapshotsApi {
       spec: {
         templateRef,
         forkFrom: id,
-        ...(source.spec?.egress ? { egress: source.spec.egress } : {}),
+        ...inheritedNetwork(source),
       },
     };
     const created = await client.create<PodBox>(paths.podBoxes(ns), box as unknown as PodBox);

@@ -40,7 +40,7 @@ export class SandboxStarter {
    */
   async make(
     ns: string,
-    spec: Record<string, string>,
+    spec: Record<string, unknown>,
     annotations: Record<string, string>,
     lifetime: { timeout?: number; autoPause?: boolean },
     envVars: Record<string, string>,
@@ -194,7 +194,7 @@ export class SandboxStarter {
       );
     }
     initialized();
-    return sandbox(box, token, config.domain);
+    return sandbox(box, config.tokenKeys.tokens(box), config.domain);
   }
 }
 

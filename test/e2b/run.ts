@@ -58,11 +58,25 @@ const skipped = (suite: "js" | "py") =>
     .filter(([, reason]) => reason !== "runc" || RUNTIME !== "gvisor")
     .map(([name]) => name);
 
-/** The files of a selection list (`<tier> <path>`), in its order. */
+/**
+ * Files the shared lists leave out that CubePod runs too, as `core`: E2B's network tests. Those
+ * that reach the public internet or need a template CubePod lacks are left out by name
+ * (skips.json, `internet` and `egress`).
+ */
+const MORE: Record<string, string[]> = {
+  "selected-js.txt": ["tests/sandbox/network.test.ts"],
+  "selected-py.txt": [
+    "tests/sync/sandbox_sync/test_network.py",
+    "tests/async/sandbox_async/test_network.py",
+  ],
+};
+
+/** The files of a selection list (`<tier> <path>`), in its order, and CubePod's own. */
 function selected(list: string, all: boolean): string[] {
   const only = flag("--only")?.split(",");
   return readFileSync(join(SUITES, list), "utf8")
     .split("\n")
+    .concat((MORE[list] ?? []).map(path => `core ${path}`))
     .map(l => l.trim())
     .filter(l => l && !l.startsWith("#"))
     .map(l => l.split(/\s+/))

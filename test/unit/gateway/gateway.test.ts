@@ -8,6 +8,7 @@ import { join } from "node:path";
 import { GATEWAY_SETTINGS, loadGatewayConfig } from "../../../gateway/config";
 import {
   accessToken,
+  trafficAccessToken,
   ended,
   envVarsOf,
   listedSandbox,
@@ -21,7 +22,12 @@ import {
   stateOf,
 } from "../../../gateway/e2b";
 import { KeyIndex } from "../../../gateway/keys";
-import { forwardedRequestHeaders, routeOf, SandboxProxy } from "../../../gateway/proxy";
+import {
+  forwardedRequestHeaders,
+  routeOf,
+  SandboxProxy,
+  withMaskedHost,
+} from "../../../gateway/proxy";
 import { PoddControl, publicKeyOf, signGrant } from "../../../gateway/podd-control";
 import type { ApiClient } from "../../../capabilities/client/api-client";
 import { SandboxIndex } from "../../../gateway/sandboxes";
@@ -181,6 +187,48 @@ describe("the proxy's choice of box", () => {
     expect(proxy.resolve({ id: "sbx", port: 8000 }, "GET", "/", {})).toMatchObject({
       ip: "127.0.0.9",
     });
+  });
+
+  it("serves a private sandbox's own ports only with its traffic token, its daemon's as before", () => {
+    const { boxes, proxy } = setUp();
+    const b = running("sbx", "127.0.0.9", {
+      spec: { network: { allowPublicTraffic: false } } as PodBox["spec"],
+    });
+    boxes.observe(b, false);
+    const traffic = trafficAccessToken(KEY, b);
+    const user = { id: "sbx", port: 8000 };
+    expect(proxy.resolve(user, "GET", "/", { "e2b-traffic-access-token": traffic })).toMatchObject({
+      ip: "127.0.0.9",
+    });
+    expect(proxy.resolve(user, "GET", "/", {})).toEqual({
+      status: 403,
+      message:
+        "Sandbox is secured with traffic access token. Token header 'e2b-traffic-access-token' is missing",
+    });
+    for (const given of ["", traffic.slice(1), accessToken(KEY, b)]) {
+      expect(proxy.resolve(user, "GET", "/", { "e2b-traffic-access-token": given })).toMatchObject({
+        status: 403,
+        message: expect.stringContaining("is invalid"),
+      });
+    }
+    // The daemon's port takes the access token, not the traffic one, as E2B's.
+    expect(proxy.resolve(envd, "GET", "/health", {})).toMatchObject({ ip: "127.0.0.9" });
+    expect(
+      proxy.resolve(envd, "POST", "/files", { "x-access-token": accessToken(KEY, b) }),
+    ).toMatchObject({ ip: "127.0.0.9" });
+  });
+
+  it("masks the Host a sandbox's own port sees, keeping the original as X-Forwarded-Host", () => {
+    const raw = ["Host", "8000-sbx.d", "X-Forwarded-Host", "forged", "Accept", "*/*"];
+    expect(withMaskedHost(raw, "app.local:8000")).toEqual([
+      "Host",
+      "app.local:8000",
+      "X-Forwarded-Host",
+      "8000-sbx.d",
+      "Accept",
+      "*/*",
+    ]);
+    expect(withMaskedHost(raw, undefined)).toBe(raw);
   });
 
   it("asks the daemon's port for the box's own token, and refuses its control paths", () => {

@@ -1,6 +1,14 @@
 import type { PodBox } from "../../../../capabilities/api/kinds";
 import { SandboxesApi } from "../../../../gateway/control/sandboxes";
 import { SandboxStarter } from "../../../../gateway/control/start";
+import {
+  ALL_TRAFFIC,
+  ApiError,
+  invalidBody,
+  networkSpec,
+  newSandboxSchema,
+  sandbox,
+} from "../../../../gateway/e2b";
 import { box, controlContext } from "./fixtures";
 
 describe("the control API's list", () => {
@@ -73,5 +81,102 @@ describe("the control API's list", () => {
     ["nextToken=bm9wZQ", /nextToken: "bm9wZQ" is not a token this API gave/],
   ])("refuses %s with a clear 400", (q, message) => {
     expect(() => setUp(older)(q)).toThrow(message);
+  });
+});
+
+describe("E2B's network fields", () => {
+  const api = (...boxes: PodBox[]) => {
+    const context = controlContext(...boxes);
+    return new SandboxesApi(context, new SandboxStarter(context));
+  };
+  const refusal = (f: () => unknown) => {
+    try {
+      f();
+    } catch (e) {
+      return { code: (e as ApiError).code, message: (e as Error).message };
+    }
+    throw new Error("not refused");
+  };
+
+  it("keeps what it serves on the box: private ports, a masked Host, no internet access", () => {
+    expect(
+      networkSpec({ network: { allowPublicTraffic: false, maskRequestHost: "app:${PORT}" } }),
+    ).toEqual({
+      network: { allowPublicTraffic: false, maskRequestHost: "app:${PORT}" },
+    });
+    // E2B's defaults leave nothing on the box; denyOut of all traffic is no internet access.
+    expect(
+      networkSpec({ allow_internet_access: true, network: { allowPublicTraffic: true } }),
+    ).toEqual({});
+    expect(networkSpec({ network: { denyOut: [ALL_TRAFFIC] } })).toEqual({ egress: "None" });
+    expect(networkSpec({ allow_internet_access: false })).toEqual({ egress: "None" });
+  });
+
+  it("refuses every field and value it does not enforce, naming it, and accepts empty ones", () => {
+    const parse = (network: unknown) => newSandboxSchema.safeParse({ templateID: "base", network });
+    for (const [network, named] of [
+      [{ allowOut: ["example.com"], denyOut: [ALL_TRAFFIC] }, "network.allowOut: not enforced"],
+      [{ rules: { "example.com": [] } }, "network.rules: not enforced"],
+      [{ egressProxy: { address: "p:1080" } }, "network.egressProxy: not enforced"],
+      [{ httpsPorts: [8443] }, "network.httpsPorts: not enforced"],
+      [{ denyOut: ["10.0.0.0/8"] }, 'network.denyOut: only "0.0.0.0/0"'],
+      [{ whatever: true }, "network.whatever: not a field of E2B's network"],
+      [{ maskRequestHost: "bad host" }, "network.maskRequestHost: must be host[:port]"],
+    ] as const) {
+      const r = parse(network);
+      expect(r.success).toBe(false);
+      expect(invalidBody(r.error!).message).toContain(named);
+    }
+    expect(parse({ allowOut: [], denyOut: null, rules: null, egressProxy: null }).success).toBe(
+      true,
+    );
+    expect(parse(null).success).toBe(true);
+  });
+
+  it("answers a private sandbox's traffic token, and only its, in create and connect", () => {
+    const open = box("open", { status: { phase: "Running" } as PodBox["status"] });
+    const closed = box("closed", {
+      spec: { network: { allowPublicTraffic: false } } as PodBox["spec"],
+      status: { phase: "Running" } as PodBox["status"],
+    });
+    const config = controlContext().config;
+    const tokens = config.tokenKeys.tokens(closed);
+    expect(tokens.traffic).toMatch(/^[0-9a-f]{64}$/);
+    expect(tokens.traffic).not.toBe(tokens.access);
+    expect(config.tokenKeys.tokens(open).traffic).toBeNull();
+    expect(sandbox(closed, tokens, "d")).toMatchObject({ trafficAccessToken: tokens.traffic });
+    expect(api(closed).info("a", "closed").body).toMatchObject({
+      network: { allowPublicTraffic: false },
+    });
+  });
+
+  it("updates a sandbox's network only to what it has, refusing any change by name", () => {
+    const online = box("online", { status: { phase: "Running" } as PodBox["status"] });
+    const offline = box("offline", {
+      spec: { egress: "None" } as PodBox["spec"],
+      status: { phase: "Running" } as PodBox["status"],
+    });
+    const a = api(online, offline);
+    expect(a.updateNetwork("a", "online", {})).toEqual({ status: 204 });
+    expect(a.updateNetwork("a", "offline", { denyOut: [ALL_TRAFFIC] })).toEqual({ status: 204 });
+    expect(a.updateNetwork("a", "offline", { allow_internet_access: false })).toEqual({
+      status: 204,
+    });
+    expect(refusal(() => a.updateNetwork("a", "online", { allow_internet_access: false }))).toEqual(
+      {
+        code: 400,
+        message: expect.stringContaining("has internet access, which CubePod cannot change"),
+      },
+    );
+    expect(refusal(() => a.updateNetwork("a", "offline", {}))).toMatchObject({ code: 400 });
+    expect(refusal(() => a.updateNetwork("a", "online", { allowOut: ["1.2.3.4"] }))).toEqual({
+      code: 400,
+      message: expect.stringContaining("allowOut: not enforced"),
+    });
+    expect(refusal(() => a.updateNetwork("a", "online", { maskRequestHost: "x" }))).toEqual({
+      code: 400,
+      message: expect.stringContaining("maskRequestHost: set at create only"),
+    });
+    expect(refusal(() => a.updateNetwork("a", "nobody", {}))).toMatchObject({ code: 404 });
   });
 });
