@@ -32,3 +32,17 @@ GATEWAY_DOMAIN=${CUBEPOD_GATEWAY_DOMAIN:-cubepod.localhost}
 if ! openssl x509 -in gateway.crt -noout -ext subjectAltName 2>/dev/null | grep -q "DNS:\*\.$GATEWAY_DOMAIN\b"; then
   sign gateway "/CN=cubepod-gateway" "DNS:*.$GATEWAY_DOMAIN,DNS:$GATEWAY_DOMAIN,IP:127.0.0.1"
 fi
+# The local internet's own CA and its hosts' certificate (real-node.sh): apart from the cluster's,
+# as a public CA is; a test that wants a sandbox to trust it gives it internet-ca.crt.
+if ! openssl x509 -in internet.crt -noout -ext subjectAltName 2>/dev/null | grep -q "DNS:\*\.$INTERNET_DOMAIN\b"; then
+  openssl req -x509 -newkey rsa:2048 -nodes -keyout internet-ca.key -out internet-ca.crt \
+    -days 3650 -subj "/CN=cubepod-internet-ca" 2>/dev/null
+  openssl req -newkey rsa:2048 -nodes -keyout internet.key -out internet.csr \
+    -subj "/CN=$INTERNET_DOMAIN" 2>/dev/null
+  ext=$(mktemp)
+  printf 'subjectAltName=DNS:%s,DNS:*.%s,DNS:*.a.%s,IP:%s,IP:%s\nextendedKeyUsage=serverAuth\n' \
+    "$INTERNET_DOMAIN" "$INTERNET_DOMAIN" "$INTERNET_DOMAIN" "$PUBLIC_IP" "$PUBLIC_IP_B" >"$ext"
+  openssl x509 -req -in internet.csr -CA internet-ca.crt -CAkey internet-ca.key -CAcreateserial \
+    -out internet.crt -days 3650 -extfile "$ext" 2>/dev/null
+  rm -f internet.csr "$ext"
+fi

@@ -22,13 +22,19 @@ NODE_NAME=kwok-node-0
 REAL_NODE_NAME=cubepod-real-0
 REAL_POD_SUBNET=${CUBEPOD_REAL_POD_SUBNET:-198.18.0.0/24}
 REAL_GATEWAY_IP=${CUBEPOD_REAL_GATEWAY_IP:-198.18.0.1}
-# A stand-in for the internet beyond the cluster (real-node.sh): a network namespace of this
-# machine holding an address of TEST-NET-3, which the real node's Pods reach through this machine,
-# and nothing else reaches. A sandbox's `Internet` egress is tried against it.
+# The local cluster's own internet (real-node.sh): a network namespace of this machine on
+# addresses of the benchmark range outside the cluster's, with two hosts answering HTTP and HTTPS
+# (internet-hosts.ts) and a DNS server naming them under INTERNET_DOMAIN, which is the real
+# node's Pods' resolver. Only the real node's Pods reach it, through this machine; it reaches
+# nothing. A sandbox's egress is tried against it; nothing leaves the machine.
 PUBLIC_NETNS=cubepod-public
-PUBLIC_SUBNET=${CUBEPOD_PUBLIC_SUBNET:-203.0.113.0/24}
-PUBLIC_ROUTER_IP=${CUBEPOD_PUBLIC_ROUTER_IP:-203.0.113.1}
-PUBLIC_IP=${CUBEPOD_PUBLIC_IP:-203.0.113.10}
+PUBLIC_SUBNET=${CUBEPOD_PUBLIC_SUBNET:-198.19.0.0/24}
+PUBLIC_ROUTER_IP=${CUBEPOD_PUBLIC_ROUTER_IP:-198.19.0.1}
+# Its hosts: `a.<domain>` (and any name under it) and `b.<domain>`; and its DNS server.
+PUBLIC_IP=${CUBEPOD_PUBLIC_IP:-198.19.0.10}
+PUBLIC_IP_B=${CUBEPOD_PUBLIC_IP_B:-198.19.0.11}
+PUBLIC_DNS_IP=${CUBEPOD_PUBLIC_DNS_IP:-198.19.0.53}
+INTERNET_DOMAIN=${CUBEPOD_INTERNET_DOMAIN:-internet.test}
 # Service IPs: also a test network range, so that a real node's Pods route them to this machine,
 # where nothing but the API server's (the Service `kubernetes`, real-node.sh) is translated, and
 # a blackhole route keeps the rest from leaving it.

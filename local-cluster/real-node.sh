@@ -131,6 +131,8 @@ public_network() {
   if [ "$1" = down ]; then
     ip rule del from "$REAL_POD_SUBNET" lookup "$POD_ROUTES" 2>/dev/null || true
     ip route flush table "$POD_ROUTES" 2>/dev/null || true
+    stop internet-hosts TERM 20
+    stop internet-dns TERM 20
     ip netns delete "$PUBLIC_NETNS" 2>/dev/null || true
     return
   fi
@@ -148,11 +150,23 @@ public_network() {
   ip route del "$PUBLIC_SUBNET" dev cubepod-pub0 table main 2>/dev/null || true
   ip link set cubepod-pub0 up
   ip route replace "$PUBLIC_SUBNET" dev cubepod-pub0 table "$POD_ROUTES"
-  ip -n "$PUBLIC_NETNS" addr replace "$PUBLIC_IP/$bits" dev eth0
+  for ip in "$PUBLIC_IP" "$PUBLIC_IP_B" "$PUBLIC_DNS_IP"; do
+    ip -n "$PUBLIC_NETNS" addr replace "$ip/$bits" dev eth0
+  done
   ip -n "$PUBLIC_NETNS" link set lo up
   ip -n "$PUBLIC_NETNS" link set eth0 up
   ip -n "$PUBLIC_NETNS" route replace default via "$PUBLIC_ROUTER_IP"
   sysctl -qw net.ipv4.ip_forward=1
+  # Its hosts and their names. `a.<domain>` names every name under it too (dnsmasq's --address).
+  command -v dnsmasq >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    --no-install-recommends dnsmasq-base >/dev/null || die "dnsmasq is missing and apt-get install dnsmasq-base failed"
+  start internet-dns ip netns exec "$PUBLIC_NETNS" dnsmasq --keep-in-foreground --no-resolv \
+    --no-hosts --bind-interfaces --listen-address="$PUBLIC_DNS_IP" --user=root \
+    --pid-file="$RUN/internet-dns.pid" --address="/a.$INTERNET_DOMAIN/$PUBLIC_IP" \
+    --address="/b.$INTERNET_DOMAIN/$PUBLIC_IP_B"
+  start internet-hosts ip netns exec "$PUBLIC_NETNS" "$ROOT/node_modules/.bin/tsx" \
+    "$here/internet-hosts.ts" "$PKI/internet.crt" "$PKI/internet.key" "$PUBLIC_IP" "$PUBLIC_IP_B"
+  printf 'nameserver %s\n' "$PUBLIC_DNS_IP" >"$RUN/resolv.conf"
 }
 
 # Drops the node's copy of every image whose tag the local registry now serves other bytes for (a

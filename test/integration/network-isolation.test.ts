@@ -1,4 +1,3 @@
-import { ChildProcess, spawn } from "node:child_process";
 import { generateKeyPairSync, randomBytes } from "node:crypto";
 import { CommandExitError, Sandbox } from "e2b";
 import { Kube, Obj, paths } from "../../testkit/kube";
@@ -12,13 +11,13 @@ import type { PodBox } from "../../capabilities/api/kinds";
  * root, through its own `commands.run`) and a plain Pod of another namespace go for tenant B's
  * sandbox, B's warm standby, the node and the API server; the sandboxes' daemons are called
  * with guessed and forged credentials. The NetworkPolicies CubePod writes are enforced by
- * kube-router on the node (real-node.sh); the internet is stood in for by a network namespace of
- * this machine (PUBLIC_IP). Everything goes through the local gateway (127.0.0.1:8080), as an
+ * kube-router on the node (real-node.sh); the internet is the local cluster's own, a network
+ * namespace of this machine whose hosts answer with what they were sent (PUBLIC_IP). Everything goes through the local gateway (127.0.0.1:8080), as an
  * agent's SDK does.
  */
 
 const GATEWAY = `http://127.0.0.1:${process.env.CUBEPOD_GATEWAY_PORT ?? 8080}`;
-const PUBLIC_IP = process.env.CUBEPOD_PUBLIC_IP ?? "203.0.113.10";
+const PUBLIC_IP = process.env.CUBEPOD_PUBLIC_IP ?? "198.19.0.10";
 const NODE_IP = process.env.CUBEPOD_REAL_GATEWAY_IP ?? "198.18.0.1";
 const API_SERVICE_IP = process.env.CUBEPOD_KUBERNETES_SERVICE_IP ?? "198.18.1.1";
 const KUBELET_PORT = process.env.CUBEPOD_KUBELET_PORT ?? "10260";
@@ -32,7 +31,6 @@ const as = (apiKey: string) => ({ apiKey, apiUrl: GATEWAY, sandboxUrl: GATEWAY }
 let nsA: string;
 let nsB: string;
 let nsPlain: string;
-let publicServer: ChildProcess;
 /** Tenant B's sandbox, its box, and the standby of B's pool. */
 let sbxB: Sandbox;
 let boxB: Obj;
@@ -80,14 +78,6 @@ beforeAll(async () => {
   });
   await apiKey(nsA, keyA);
   await apiKey(nsB, keyB);
-  publicServer = spawn(
-    "ip",
-    [
-      ...["netns", "exec", "cubepod-public", process.execPath, "-e"],
-      `require("http").createServer((q, s) => s.end("public " + q.url)).listen(80, ${JSON.stringify(PUBLIC_IP)})`,
-    ],
-    { stdio: "ignore" },
-  );
   await kube.waitFor(paths.podwarmpools(nsB, "standby"), o => o?.status?.readyReplicas === 1);
   sbxB = await Sandbox.create("real", { ...as(keyB), envs: { SECRET: "b-env-1" } });
   await sbxB.files.write("/workspace/secret.txt", "b-secret-42");
@@ -107,7 +97,6 @@ beforeAll(async () => {
   if (!standby) throw new Error("B's pool made no new standby");
 });
 afterAll(async () => {
-  publicServer?.kill();
   for (const ns of [nsA, nsB, nsPlain]) await kube.delete(`/api/v1/namespaces/${ns}`);
   kube.close();
 });
@@ -274,7 +263,16 @@ describe("sandboxes on the network", () => {
       ...Object.fromEntries([...tenantB(), ...theNode].map(t => [t, "closed"])),
       [`${PUBLIC_IP}:80`]: "open",
     });
-    expect(await run(sbx, http(PUBLIC_IP, 80, "GET /from-a HTTP/1.0"))).toContain("public /from-a");
+    expect(await run(sbx, http(PUBLIC_IP, 80, "GET /from-a HTTP/1.0"))).toContain(
+      '"path":"/from-a"',
+    );
+    // By name, through the node's resolver (the local internet's DNS server), as agents reach it.
+    const byName = JSON.parse(await run(sbx, "curl -s http://x.a.internet.test/by-name", "user"));
+    expect(byName).toMatchObject({
+      address: PUBLIC_IP,
+      host: "x.a.internet.test",
+      path: "/by-name",
+    });
     await sbx.kill();
   });
 
@@ -336,7 +334,7 @@ describe("sandboxes on the network", () => {
     const viaProxy = (url: string) =>
       run(sbx, http("127.0.0.1", 15001, `GET ${url} HTTP/1.0\nHost: ${new URL(url).host}`));
     expect(await run(sbx, "echo $HTTP_PROXY")).toBe("http://127.0.0.1:15001\n");
-    expect(await viaProxy(`http://${PUBLIC_IP}/via-proxy`)).toContain("public /via-proxy");
+    expect(await viaProxy(`http://${PUBLIC_IP}/via-proxy`)).toContain('"path":"/via-proxy"');
     const refused = await viaProxy(`http://${NODE_IP}:${KUBELET_PORT}/`);
     expect(refused).toContain("403");
     expect(refused).toContain(`cubepod-egress: ${NODE_IP} is not an allowed host`);
