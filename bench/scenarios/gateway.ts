@@ -10,6 +10,7 @@ import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
 import { ownProcess } from "../lib/own-process";
 import { claimTimer, deletePool, startPool } from "../lib/pools";
 import { results } from "../lib/results";
+import { writeMiB } from "../lib/upload";
 import { GATEWAY, sdkOptions } from "../lib/sdk";
 import { now, sleep, stats, tenths } from "../lib/stats";
 
@@ -319,15 +320,7 @@ function uploadMiBps(host: string, port: number, headers: Record<string, string>
       res.on("end", () => resolve(tenths(UPLOAD_MIB / ((now() - t0) / 1000))));
     });
     req.on("error", reject);
-    let sent = 0;
-    const more = () => {
-      while (sent < UPLOAD_MIB) {
-        sent++;
-        if (!req.write(chunk)) return void req.once("drain", more);
-      }
-      req.end();
-    };
-    more();
+    writeMiB(req, UPLOAD_MIB, chunk);
   });
 }
 

@@ -9,6 +9,7 @@ import { CONTROL_HEADER, PoddControl } from "../../gateway/podd-control";
 import type { PodBox } from "../../capabilities/api/kinds";
 import { killGroup, ownProcess } from "../lib/own-process";
 import { results } from "../lib/results";
+import { writeMiB } from "../lib/upload";
 import { GATEWAY } from "../lib/sdk";
 import { hundredths, now, ratios, sleep, type Stats, stats } from "../lib/stats";
 
@@ -215,16 +216,7 @@ async function uploadMiBps(way: Way, path: string, address?: string): Promise<nu
         );
       });
       req.on("error", reject);
-      const chunk = Buffer.alloc(1 << 20, 7);
-      let sent = 0;
-      const more = () => {
-        while (sent < UPLOAD_MIB) {
-          sent++;
-          if (!req.write(chunk)) return void req.once("drain", more);
-        }
-        req.end();
-      };
-      more();
+      writeMiB(req, UPLOAD_MIB);
     });
     best = Math.max(best, hundredths(UPLOAD_MIB / (ms / 1000)));
   }
