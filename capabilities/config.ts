@@ -73,6 +73,12 @@ export type NetworkConfig = {
   clusterNetworks: string[];
   /** Whether the cluster is declared to enforce NetworkPolicy. */
   policyEnforced: boolean;
+  /**
+   * The node egress agent, when the cluster runs it (podd/egressagent, decision 0028): where
+   * sandboxes reach its proxy (the addresses a redirected connection arrives at) and its ports.
+   * Without it, `allowOut` and `denyOut` are refused.
+   */
+  egressAgent?: { addresses: string[]; ports: number[] };
 };
 
 /**
@@ -201,6 +207,10 @@ const FAILPOINT = "CUBEPOD_FAILPOINT";
 const CLUSTER_NETWORKS = "CUBEPOD_CLUSTER_NETWORKS";
 const GATEWAY_NAMESPACE = "CUBEPOD_GATEWAY_NAMESPACE";
 const NETWORK_POLICY = "CUBEPOD_NETWORK_POLICY";
+const EGRESS_AGENT_ADDRESSES = "CUBEPOD_EGRESS_AGENT_ADDRESSES";
+const EGRESS_AGENT_PORTS = "CUBEPOD_EGRESS_AGENT_PORTS";
+/** The agent's proxy ports for port 80, port 443 and the others (its own default). */
+export const DEFAULT_EGRESS_AGENT_PORTS = [15080, 15443, 15001];
 const VM_RUNTIME_CLASSES = "CUBEPOD_VM_RUNTIME_CLASSES";
 const SHARD_NAMESPACE = "CUBEPOD_SHARD_NAMESPACE";
 const DEFAULT_TEMPLATES_NAMESPACE = "CUBEPOD_DEFAULT_TEMPLATES_NAMESPACE";
@@ -254,6 +264,18 @@ export const SETTINGS: Setting[] = [
     default: "unenforced",
     description:
       "`enforced` once the cluster's network plugin enforces NetworkPolicy; until then every template reports `NetworkIsolated=False`",
+  },
+  {
+    variable: EGRESS_AGENT_ADDRESSES,
+    default: "unset",
+    description:
+      "CIDRs (comma-separated) where sandboxes reach the node egress agent's proxy: each node's address on its Pod network, where the agent's redirect lands (docs/network.md). Set when the cluster runs the agent; unset, `allowOut` and `denyOut` are refused",
+  },
+  {
+    variable: EGRESS_AGENT_PORTS,
+    default: DEFAULT_EGRESS_AGENT_PORTS.join(","),
+    description:
+      "the node egress agent's proxy ports (for port 80, port 443, the others), as its `CUBEPOD_EGRESS_AGENT_PORTS`",
   },
   {
     variable: VM_RUNTIME_CLASSES,
@@ -334,6 +356,7 @@ export function loadConfig(env: Env = process.env): Config {
       ),
       clusterNetworks: parseCIDRs(env[CLUSTER_NETWORKS]?.trim(), problems),
       policyEnforced: parseEnforcement(env[NETWORK_POLICY]?.trim(), problems),
+      ...parseEgressAgent(env, problems),
     },
     poddInjectorImage: parseImage(
       PODD_INJECTOR_IMAGE,
@@ -375,16 +398,38 @@ function parseNamespace(variable: string, raw: string, problems: string[]): stri
   return raw;
 }
 
-function parseCIDRs(raw: string | undefined, problems: string[]): string[] {
+function parseCIDRs(
+  raw: string | undefined,
+  problems: string[],
+  variable = CLUSTER_NETWORKS,
+): string[] {
   if (!raw) return DEFAULT_CLUSTER_NETWORKS;
   const cidrs = raw.split(",").map(c => c.trim());
   const bad = cidrs.filter(c => !isCIDR(c));
   if (bad.length > 0) {
     problems.push(
-      `${CLUSTER_NETWORKS}: expected CIDRs separated by commas, got ${JSON.stringify(bad.join(","))}`,
+      `${variable}: expected CIDRs separated by commas, got ${JSON.stringify(bad.join(","))}`,
     );
   }
   return cidrs;
+}
+
+function parseEgressAgent(env: Env, problems: string[]): Pick<NetworkConfig, "egressAgent"> {
+  const addresses = env[EGRESS_AGENT_ADDRESSES]?.trim();
+  const rawPorts = env[EGRESS_AGENT_PORTS]?.trim();
+  let ports = DEFAULT_EGRESS_AGENT_PORTS;
+  if (rawPorts) {
+    ports = rawPorts.split(",").map(p => (/^\d{1,5}$/.test(p.trim()) ? Number(p.trim()) : NaN));
+    if (ports.length !== 3 || ports.some(p => !(p >= 1 && p <= 65_535))) {
+      problems.push(
+        `${EGRESS_AGENT_PORTS}: expected three ports separated by commas, got ${JSON.stringify(rawPorts)}`,
+      );
+    }
+  }
+  if (!addresses) return {};
+  return {
+    egressAgent: { addresses: parseCIDRs(addresses, problems, EGRESS_AGENT_ADDRESSES), ports },
+  };
 }
 
 function parseEnforcement(raw: string | undefined, problems: string[]): boolean {

@@ -60,7 +60,14 @@ When(a.Pod)
 // rights a template lends (create Pods, get the Secrets it names).
 When(CubePodTemplate)
   .IsCreatedOrUpdated()
-  .Validate(req => validateTemplateRequest(req, operator.client, config.vmRuntimeClasses));
+  .Validate(req =>
+    validateTemplateRequest(
+      req,
+      operator.client,
+      config.vmRuntimeClasses,
+      config.network.egressAgent !== undefined,
+    ),
+  );
 
 // PodWarmPools must satisfy their schema.
 When(PodWarmPool).IsCreatedOrUpdated().Validate(validateWarmPoolRequest);

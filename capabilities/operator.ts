@@ -115,6 +115,7 @@ export class Operator {
       events: new BoxEventRecorder(client, config, activity),
       seeds: this.seeds.index,
       defaultTemplates: config.defaultTemplatesNamespace,
+      egressAgent: config.network.egressAgent !== undefined,
     });
     this.reaper = new Reaper(key => this.boxes.reconcileSoon(key));
     const networkQueue = new WorkQueue(

@@ -48,6 +48,12 @@ export type GatewayConfig = {
    * URL, which carries no header, name its sandbox.
    */
   tls?: { port: number; cert: string; key: string };
+  /**
+   * The cluster runs the node egress agent (the module's `CUBEPOD_EGRESS_AGENT_ADDRESSES` is
+   * set): E2B's `allowOut` and `denyOut` are kept on the box for it, and `PUT /network` changes
+   * them. Without it only no internet access can be had.
+   */
+  egressAgent: boolean;
 };
 
 type Env = Record<string, string | undefined>;
@@ -71,6 +77,11 @@ export const GATEWAY_SETTINGS = [
   ],
   ["CUBEPOD_GATEWAY_TLS_KEY_FILE", "(none)", "PEM private key of that certificate"],
   ["CUBEPOD_GATEWAY_TLS_PORT", "8443", "port of HTTPS"],
+  [
+    "CUBEPOD_GATEWAY_EGRESS_AGENT",
+    "disabled",
+    "`enabled` where the cluster runs the node egress agent (the module's `CUBEPOD_EGRESS_AGENT_ADDRESSES` set): E2B's `allowOut` and `denyOut` are then served",
+  ],
   [
     "CUBEPOD_GATEWAY_RATE_PER_SECOND",
     "50",
@@ -140,6 +151,12 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
   const perSecond = int("CUBEPOD_GATEWAY_RATE_PER_SECOND", 50, 0, 1_000_000);
   const burst = int("CUBEPOD_GATEWAY_RATE_BURST", 500, 1, 1_000_000);
   const tls = tlsOf(env, domain, int("CUBEPOD_GATEWAY_TLS_PORT", 8443, 1, 65535), problems);
+  const egressAgent = get("CUBEPOD_GATEWAY_EGRESS_AGENT", "disabled");
+  if (egressAgent !== "enabled" && egressAgent !== "disabled") {
+    problems.push(
+      `CUBEPOD_GATEWAY_EGRESS_AGENT: expected "enabled" or "disabled", got ${JSON.stringify(egressAgent)}`,
+    );
+  }
   const config = {
     host: get("CUBEPOD_GATEWAY_HOST", "127.0.0.1"),
     port: int("CUBEPOD_GATEWAY_PORT", 8080, 1, 65535),
@@ -155,6 +172,7 @@ export function loadGatewayConfig(env: Env = process.env): GatewayConfig {
     headersTimeoutMs: int("CUBEPOD_GATEWAY_HEADERS_TIMEOUT_SECONDS", 30, 1, 3600) * 1000,
     bodyTimeoutMs: int("CUBEPOD_GATEWAY_BODY_TIMEOUT_SECONDS", 30, 1, 3600) * 1000,
     ...(tls ? { tls } : {}),
+    egressAgent: egressAgent === "enabled",
   };
   if (problems.length > 0) throw new ConfigError(problems);
   return config;

@@ -3,6 +3,13 @@ import { z } from "zod";
 import { GROUP } from "../capabilities/api/common";
 import type { CubePodTemplate, PodBox } from "../capabilities/api/kinds";
 import { quantityValue } from "../capabilities/api/quantity";
+import {
+  ALL_TRAFFIC,
+  checkEgressRules,
+  type EgressRules,
+  MAX_EGRESS_ENTRIES,
+} from "../capabilities/api/egress-rules";
+import { EGRESS_CONDITION, egressRulesOf } from "../capabilities/network/egress-agent";
 
 /**
  * E2B's wire format, as the SDKs use it (../shared/notes/e2b.md): request bodies, the sandbox
@@ -96,19 +103,16 @@ export function sameToken(given: unknown, expected: string): boolean {
 const stringMap = z.record(z.string(), z.string());
 const seconds = z.int().min(0).max(31_536_000);
 
-/** The one `denyOut` CubePod enforces: all traffic, which is `allow_internet_access: false`. */
-export const ALL_TRAFFIC = "0.0.0.0/0";
-
 /**
  * E2B's `network` fields CubePod does not enforce yet (docs/gateway.md, Network): a sandbox that
  * asks for them is refused naming them, never started with them ignored.
  */
-const UNENFORCED_NETWORK = ["allowOut", "rules", "egressProxy", "httpsPorts", "dnsServers"];
+const UNENFORCED_NETWORK = ["rules", "egressProxy", "httpsPorts", "dnsServers"];
 
 /**
  * `SandboxNetworkConfig`: the gateway serves `allowPublicTraffic` and `maskRequestHost` (the
- * sandbox's ports), and `denyOut: ["0.0.0.0/0"]` as `allow_internet_access: false`; any other
- * field, or any other denyOut, is refused by name.
+ * sandbox's ports); `allowOut` and `denyOut` go to the box for the node egress agent, checked as
+ * E2B's API checks them. Any other field is refused by name.
  */
 export const networkSchema = z
   .looseObject({
@@ -118,7 +122,8 @@ export const networkSchema = z
       .max(253)
       .regex(/^[\x21-\x7e]+$/, { error: "must be host[:port], ASCII, with an optional ${PORT}" })
       .nullish(),
-    denyOut: z.array(z.string()).nullish(),
+    allowOut: z.array(z.string()).max(MAX_EGRESS_ENTRIES).nullish(),
+    denyOut: z.array(z.string()).max(MAX_EGRESS_ENTRIES).nullish(),
   })
   .superRefine((network, ctx) => {
     for (const field of Object.keys(network)) {
@@ -134,35 +139,95 @@ export const networkSchema = z
           : "not a field of E2B's network",
       });
     }
-    const denied = (network.denyOut ?? []).filter(d => d !== ALL_TRAFFIC);
-    if (denied.length > 0) {
-      ctx.addIssue({
-        code: "custom",
-        path: ["denyOut"],
-        message: `only "${ALL_TRAFFIC}" (no internet access) is enforced by CubePod yet; refused: ${denied.join(", ")}`,
-      });
-    }
+    checkEgressRules(
+      { allowOut: network.allowOut ?? undefined, denyOut: network.denyOut ?? undefined },
+      ctx,
+    );
   });
 
 /**
- * What a box keeps of E2B's `allow_internet_access` and `network`: `egress: None` for no internet
- * access (`denyOut: ["0.0.0.0/0"]` says the same), and how the gateway serves its ports.
+ * The egress rules a create or update asks for, as E2B's API makes them: `allow_internet_access:
+ * false` denies all traffic, whatever `denyOut` said (`allowOut` still allows); undefined when it
+ * asks for none (the template's then hold).
  */
-export function networkSpec(input: {
+function egressOf(input: {
   allow_internet_access?: boolean;
   network?: z.infer<typeof networkSchema> | null;
-}): Pick<NonNullable<PodBox["spec"]>, "egress" | "network"> {
+}): EgressRules | undefined {
   const n = input.network ?? {};
-  const noInternet =
-    input.allow_internet_access === false || (n.denyOut ?? []).includes(ALL_TRAFFIC);
-  const network = {
+  const denyOut = input.allow_internet_access === false ? [ALL_TRAFFIC] : (n.denyOut ?? undefined);
+  const allowOut = n.allowOut ?? undefined;
+  if (allowOut === undefined && denyOut === undefined) return undefined;
+  return { ...(allowOut ? { allowOut } : {}), ...(denyOut ? { denyOut } : {}) };
+}
+
+/**
+ * What a box keeps of E2B's `allow_internet_access` and `network`: how the gateway serves its
+ * ports, and its egress. Where the cluster runs the node egress agent, egress is the box's
+ * `allowOut`/`denyOut`, which the agent enforces and `PUT /network` changes. Without it, only no
+ * internet access can be had (`egress: None`, the template's policy taken off the Pod), and any
+ * other rule is refused by name rather than ignored.
+ */
+export function networkSpec(
+  input: {
+    allow_internet_access?: boolean;
+    network?: z.infer<typeof networkSchema> | null;
+  },
+  egressAgent: boolean,
+): Pick<NonNullable<PodBox["spec"]>, "egress" | "network"> {
+  const n = input.network ?? {};
+  const egress = egressOf(input);
+  const ports = {
     ...(n.allowPublicTraffic === false ? { allowPublicTraffic: false } : {}),
     ...(n.maskRequestHost ? { maskRequestHost: n.maskRequestHost } : {}),
   };
+  if (egressAgent) {
+    const network = { ...ports, ...egress };
+    return Object.keys(network).length > 0 ? { network } : {};
+  }
+  const unenforceable = [
+    ...(egress?.allowOut?.length ? ["allowOut"] : []),
+    ...(egress?.denyOut?.some(d => d !== ALL_TRAFFIC) ? ["denyOut"] : []),
+  ];
+  if (unenforceable.length > 0) throw noEgressAgent(unenforceable);
   return {
-    ...(noInternet ? { egress: "None" as const } : {}),
-    ...(Object.keys(network).length > 0 ? { network } : {}),
+    ...(egress?.denyOut?.includes(ALL_TRAFFIC) ? { egress: "None" as const } : {}),
+    ...(Object.keys(ports).length > 0 ? { network: ports } : {}),
   };
+}
+
+/** The refusal of rules that only the node egress agent could enforce. */
+export const noEgressAgent = (fields: string[]) =>
+  new ApiError(
+    400,
+    `network: ${fields.join(", ")}: enforced by the node egress agent, which this cluster does not run ` +
+      `(CUBEPOD_GATEWAY_EGRESS_AGENT); only allow_internet_access: false (denyOut: ["${ALL_TRAFFIC}"]) ` +
+      `can be had; refused rather than ignored`,
+  );
+
+/** The egress rules `PUT /network` sets: E2B's full replace, nothing given allowing all. */
+export function updatedEgress(input: {
+  allow_internet_access?: boolean;
+  network?: z.infer<typeof networkSchema> | null;
+}): Required<EgressRules> {
+  const e = egressOf(input);
+  return { allowOut: e?.allowOut ?? [], denyOut: e?.denyOut ?? [] };
+}
+
+/** Why the node's egress agent refused a box's rules, when it did (the sandbox reaches nothing). */
+export function egressRefused(box: PodBox): string | undefined {
+  const c = box.status?.conditions?.find(c => c.type === EGRESS_CONDITION);
+  return c?.reason === "RefusedByAgent" ? c.message : undefined;
+}
+
+/**
+ * Whether the node a box's Pod runs on enforces its egress rules (its own or its template's):
+ * the operator's `EgressApplied` condition, for its current generation. True for a box with none.
+ */
+export function egressEnforced(box: PodBox, template?: CubePodTemplate): boolean {
+  const c = box.status?.conditions?.find(c => c.type === EGRESS_CONDITION);
+  if (!c && !egressRulesOf(box.spec, template?.spec)) return true;
+  return c?.status === "True" && (c.observedGeneration ?? 0) >= (box.metadata?.generation ?? 0);
 }
 
 /** What a fork or snapshot keeps of its source's network: its egress, and how its ports are served. */

@@ -91,6 +91,19 @@ export function blockModeRule(
   ];
 }
 
+/**
+ * `allowOut` and `denyOut` are enforced by the node egress agent alone: in a cluster that does not
+ * run it, a template with them is refused rather than its sandboxes started with them ignored.
+ */
+export function egressAgentRule(spec: PodTemplateSpec, egressAgent: boolean): string[] {
+  const named = (["allowOut", "denyOut"] as const).filter(f => spec.network[f] !== undefined);
+  if (egressAgent || named.length === 0) return [];
+  return [
+    `spec.network: ${named.join(" and ")} need the node egress agent, which this cluster does not ` +
+      `run (the module's CUBEPOD_EGRESS_AGENT_ADDRESSES is unset; docs/network.md)`,
+  ];
+}
+
 /** Validates a PodWarmPool's spec. */
 export function validatePodWarmPool(spec: unknown): Verdict<PodWarmPoolSpec> {
   const parsed = parseWithMessages(podWarmPoolSpecSchema, spec);

@@ -1,9 +1,11 @@
 import type { a, PeprValidateRequest } from "pepr";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
+import type { PodTemplateSpec } from "../api/podtemplate";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
 import {
   blockModeRule,
+  egressAgentRule,
   nameRule,
   validatePodBox,
   validatePodTemplate,
@@ -31,11 +33,16 @@ export async function validateTemplateRequest(
   req: Req<CubePodTemplate>,
   client: ApiClient,
   vmRuntimeClasses: readonly string[],
+  egressAgent: boolean,
 ) {
   if (deleting(req)) return req.Approve();
   const spec = validatePodTemplate(req.Raw.spec);
+  const rules = (s: PodTemplateSpec) => [
+    ...blockModeRule(s, vmRuntimeClasses),
+    ...egressAgentRule(s, egressAgent),
+  ];
   const verdict = withName(
-    spec.ok ? withErrors(spec, blockModeRule(spec.spec, vmRuntimeClasses)) : spec,
+    spec.ok ? withErrors(spec, rules(spec.spec)) : spec,
     nameRule("PodTemplate", req.Raw.metadata?.name ?? ""),
   );
   // Updates that leave the spec as it was never reach here (webhook-policy.ts, SPEC_CHANGES_ONLY).

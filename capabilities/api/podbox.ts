@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { checkEgressRules, EGRESS_RULES_CEL, egressRulesFields } from "./egress-rules";
 import { conditionSchema, dnsLabel, objectName, timestamp } from "./common";
 import { KindDescriptor } from "./descriptor";
 
@@ -17,6 +18,7 @@ export const PROBLEM_REASONS = [
   "PodFailed",
   "PodNotStarting",
   "ForkCopyFailed",
+  "EgressNotEnforced",
   "Forbidden",
   "APIError",
 ] as const;
@@ -133,11 +135,15 @@ export const podBoxSpecSchema = z
             description:
               "The Host header the sandbox's own ports see, `${PORT}` replaced by the port; the gateway sends the original as X-Forwarded-Host (E2B's maskRequestHost).",
           }),
+        ...egressRulesFields,
       })
       .strict()
+      .superRefine(checkEgressRules)
+      .meta({ "x-kubernetes-validations": EGRESS_RULES_CEL })
       .optional()
       .meta({
-        description: "How the gateway serves the sandbox's ports to the outside (E2B's network).",
+        description:
+          "How the gateway serves the sandbox's ports to the outside, and what it reaches (E2B's network). allowOut and denyOut, when either is set, replace its template's.",
       }),
     volumeReclaimPolicy: z
       .enum(["Delete", "Retain"])

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { checkEgressRules, EGRESS_RULES_CEL, egressRulesFields } from "./egress-rules";
 import {
   cidr,
   conditionSchema,
@@ -89,8 +90,11 @@ export const networkSchema = z
       description:
         "Also reachable, whatever egress says, even inside the cluster's networks; the template's author must be allowed to create NetworkPolicies.",
     }),
+    ...egressRulesFields,
   })
+  .superRefine(checkEgressRules)
   .meta({
+    "x-kubernetes-validations": EGRESS_RULES_CEL,
     description:
       "The sandboxes' network: they take traffic from the CubePod gateway only, and reach what this allows.",
   });

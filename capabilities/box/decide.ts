@@ -1,7 +1,8 @@
 import { DEFAULT_ENVD_PORT } from "../api/common";
 import { PROBLEM_REASONS } from "../api/podbox";
 import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
-import { buildBoxPod, egressLabels } from "../manifests/pod";
+import { buildBoxPod, egressAnnotations, egressLabels } from "../manifests/pod";
+import { ANNOTATION_EGRESS, EGRESS_CONDITION, egressState } from "../network/egress-agent";
 import { buildBoxPVCs } from "../manifests/pvcs";
 import { buildCopyPod, CopyPodInput } from "../manifests/copy-pod";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
@@ -164,6 +165,8 @@ function run(o: BoxObservation): BoxPlan {
   const unavailable = awaitVolumes(o, t, actions);
   if (unavailable) return unavailable;
   if (!hasTemplate(o)) return missingTemplate(o, t, pods.keep, actions);
+  const unenforced = egressWithoutAgent(o, t, actions);
+  if (unenforced) return unenforced;
   const orphan = awaitParent(o, t, actions);
   if (orphan) return orphan;
   actions.push(...createVolumes(o, t));
@@ -172,6 +175,7 @@ function run(o: BoxObservation): BoxPlan {
   const retry = restartWithPodd(o, t, pods.keep, actions);
   if (retry) return retry;
   actions.push(...startPod(o, t, pods));
+  actions.push(...writeEgress(o, pods.keep));
   if (pods.keep && isRunning(pods.keep)) return reportRunning(o, t, pods.keep, actions);
   return reportPending(o, t, pods, actions);
 }
@@ -575,9 +579,68 @@ function startPod(o: Templated, t: BoxTarget, pods: BoxPods): ObjectAction[] {
     workspacePVCName: t.workspaceName,
     owner: boxOwner(o),
     labels: egressLabels(box.spec),
+    annotations: egressAnnotations(box.spec, o.template.spec),
     ...(sameInjector ? { rootfsPodd: t.volumePodd } : {}),
   });
   return [{ type: "createPod", pod }];
+}
+
+/**
+ * Writes the box's egress rules on its Pod when they are not what it carries: a claimed standby
+ * has its template's, and a change of the box's (`PUT /network`) reaches a running Pod this way.
+ */
+function writeEgress(o: Templated, pod: ObservedPod | undefined): ObjectAction[] {
+  if (!pod || pod.deleting) return [];
+  const wanted = wantedEgress(o);
+  if ((wanted ?? undefined) === pod.egress) return [];
+  return [{ type: "setPodEgress", name: pod.name, value: wanted ?? null }];
+}
+
+/**
+ * A box with egress rules in a cluster without the node egress agent: nothing would enforce them,
+ * so it does not start rather than run with them ignored.
+ */
+function egressWithoutAgent(
+  o: Templated,
+  t: BoxTarget,
+  actions: ObjectAction[],
+): BoxPlan | undefined {
+  if (o.egressAgent || wantedEgress(o) === undefined) return undefined;
+  return plan(o, actions, {
+    phase: "Pending",
+    reason: "EgressNotEnforced",
+    message:
+      "network.allowOut and network.denyOut (the box's or its template's) need the node egress " +
+      "agent, which this cluster does not run (the module's CUBEPOD_EGRESS_AGENT_ADDRESSES is " +
+      "unset); the box starts once they are removed or the agent runs",
+    ...t.volumes,
+  });
+}
+
+/** The egress annotation the box's Pod should carry, if any. */
+function wantedEgress(o: BoxObservation): string | undefined {
+  if (!o.template) return undefined;
+  return egressAnnotations(o.box.spec, o.template.spec)?.[ANNOTATION_EGRESS];
+}
+
+/**
+ * The {@link EGRESS_CONDITION} of a box with egress rules: whether the node of the Pod it runs
+ * on enforces them. None for a box without rules.
+ */
+function egressCondition(o: BoxObservation, out: Outcome) {
+  const wanted = wantedEgress(o);
+  if (wanted === undefined) return [];
+  const pod = out.podName ? o.pods.find(p => p.name === out.podName && !p.deleting) : undefined;
+  const state = egressState(wanted, pod);
+  const status = state.applied ? ("True" as const) : ("False" as const);
+  return [
+    condition(
+      o.box.status?.conditions,
+      { type: EGRESS_CONDITION, status, reason: state.reason, message: state.message },
+      o.box.generation,
+      o.now,
+    ),
+  ];
 }
 
 /** Reports the box Running on its kept, ready Pod, for the reason its transition started with. */
@@ -878,8 +941,9 @@ function plan(
         ),
       ]
     : [];
+  const egress = egressCondition(o, out);
   const others = (prev.conditions ?? []).filter(
-    c => c.type !== "Ready" && c.type !== ACTIVITY_CONDITION,
+    c => c.type !== "Ready" && c.type !== ACTIVITY_CONDITION && c.type !== EGRESS_CONDITION,
   );
   const status: PodBoxStatus = clean({
     phase: out.phase,
@@ -905,7 +969,7 @@ function plan(
         ? o.now
         : latest(prev.lastActivityAt, o.box.lastActivityAnnotation)),
     observedGeneration: o.box.generation,
-    conditions: [ready, ...activity, ...others],
+    conditions: [ready, ...activity, ...egress, ...others],
   });
   const events: BoxEvent[] =
     prev.phase !== status.phase || prev.reason !== status.reason

@@ -1,3 +1,4 @@
+import { ANNOTATION_EGRESS, ANNOTATION_EGRESS_APPLIED } from "../network/egress-agent";
 import type { kind } from "pepr";
 import { podBoxSpecSchema } from "../api/podbox";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
@@ -50,6 +51,7 @@ export async function observeBox(
     now = new Date(),
     seeds,
     defaultTemplates,
+    egressAgent = false,
   }: {
     fromCache?: boolean;
     conflict?: NameConflict;
@@ -57,6 +59,8 @@ export async function observeBox(
     seeds?: SeedIndex;
     /** The namespace of the tenant defaults, where a template missing from a box's is looked for. */
     defaultTemplates?: string;
+    /** The cluster runs the node egress agent (config `network.egressAgent`). */
+    egressAgent?: boolean;
   } = {},
 ): Promise<BoxObservation> {
   const namespace = box.metadata!.namespace!;
@@ -125,6 +129,7 @@ export async function observeBox(
     ...(conflict ? { conflict } : {}),
     now: kubeTime(now),
     nowMs: now.getTime(),
+    ...(egressAgent ? { egressAgent } : {}),
   };
 }
 
@@ -232,6 +237,12 @@ export function observedPod(p: kind.Pod): ObservedPod {
       : {}),
     ...(p.metadata?.labels?.[LABEL_ROOTFS_PODD] !== undefined ? { rootfsPodd: true } : {}),
     ...(p.metadata?.labels?.[LABEL_BOX] === undefined ? { unlabelled: true } : {}),
+    ...(p.metadata?.annotations?.[ANNOTATION_EGRESS] !== undefined
+      ? { egress: p.metadata.annotations[ANNOTATION_EGRESS] }
+      : {}),
+    ...(p.metadata?.annotations?.[ANNOTATION_EGRESS_APPLIED] !== undefined
+      ? { egressApplied: p.metadata.annotations[ANNOTATION_EGRESS_APPLIED] }
+      : {}),
   };
 }
 

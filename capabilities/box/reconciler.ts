@@ -42,6 +42,8 @@ export type BoxReconcilerDeps = ActionContext & {
   seeds?: SeedIndex;
   /** The namespace of the tenant default templates (CUBEPOD_DEFAULT_TEMPLATES_NAMESPACE). */
   defaultTemplates?: string;
+  /** The cluster runs the node egress agent (see {@link BoxObservation.egressAgent}). */
+  egressAgent?: boolean;
 };
 
 /**
@@ -238,6 +240,7 @@ export class BoxReconciler {
         now: this.deps.clock(),
         seeds: this.deps.seeds,
         defaultTemplates: this.deps.defaultTemplates,
+        egressAgent: this.deps.egressAgent,
       });
       const plan = decideBox(observation);
       const stopped = await this.#applyUntilOutdated(box, plan.actions, fromCache);

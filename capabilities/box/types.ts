@@ -25,6 +25,9 @@ export type ObservedPod = {
   rootfsPodd?: boolean;
   /** A claimed standby's Pod that still carries its pool's labels, not the box's. */
   unlabelled?: boolean;
+  /** Its egress rules and its node's answer (network/egress-agent.ts). */
+  egress?: string;
+  egressApplied?: string;
 };
 
 /** A PVC of the box's volume key. */
@@ -102,6 +105,8 @@ export type BoxObservation = {
    * reaper hands a box over the moment its deadline passes, within the second `now` rounds off.
    */
   nowMs?: number;
+  /** The cluster runs the node egress agent: only then can a box have egress rules. */
+  egressAgent?: boolean;
 };
 
 /** An object a waiting box waits for: a watch event of it wakes the box. */

@@ -20,6 +20,7 @@ import {
   statusOf,
 } from "./api-errors";
 import type { Failpoints } from "./failpoint";
+import { ANNOTATION_EGRESS } from "../network/egress-agent";
 
 /** One change to a Pod or PVC that a box or pool decision asks for. */
 export type ObjectAction =
@@ -45,6 +46,8 @@ export type ObjectAction =
   | { type: "addPodOwner"; name: string; owners: Owner[]; pod: string; podUid?: string }
   /** Give the box's label to its Pod, a claimed standby that still has its pool's. */
   | { type: "labelClaimedPod"; name: string }
+  /** Write the box's egress rules on its Pod for the node's agent (null: it has none). */
+  | { type: "setPodEgress"; name: string; value: string | null }
   /** Record on a template's seed PVC that its fill Pod succeeded: boxes may clone it now. */
   | { type: "markSeedFilled"; name: string }
   /** Give the namespace a copy of a tenant default template (manifests/tenant-default.ts). */
@@ -147,6 +150,11 @@ async function apply(
       return true;
     case "labelClaimedPod":
       await labelClaimedPod(client, namespace, a.name, ownerName);
+      return true;
+    case "setPodEgress":
+      await client.mergePatch(paths.pods(namespace, a.name), {
+        metadata: { annotations: { [ANNOTATION_EGRESS]: a.value } },
+      });
       return true;
     case "markCopied":
       await client.mergePatch(paths.pvcs(namespace, a.name), {

@@ -17,6 +17,7 @@ import {
   LABEL_VOLUME_KEY,
   MANAGED_BY,
 } from "./labels";
+import { ANNOTATION_EGRESS, egressAnnotation, egressRulesOf } from "../network/egress-agent";
 import { poddImageHash, templateHash } from "./template-hash";
 import { Owner, TemplateRef } from "./types";
 
@@ -45,6 +46,8 @@ export type BoxPodInput = {
   workspacePVCName: string;
   /** Extra labels, e.g. the warm pool a standby belongs to. */
   labels?: Record<string, string>;
+  /** Extra annotations, e.g. the egress rules its node's agent enforces. */
+  annotations?: Record<string, string>;
   owner?: Owner;
   /**
    * The podd injector image whose podd the rootfs volume holds from an earlier Pod, if known:
@@ -113,6 +116,7 @@ export function buildBoxPod(input: BoxPodInput): V1Pod {
           ? { [LABEL_ROOTFS_PODD]: poddImageHash(input.rootfsPodd) }
           : {}),
       },
+      ...(input.annotations ? { annotations: input.annotations } : {}),
       ...(input.owner ? { ownerReferences: [input.owner] } : {}),
     },
     spec: {
@@ -149,6 +153,18 @@ export function rootfsMounts(paths: string[]): V1VolumeMount[] {
  */
 export function egressLabels(spec: Pick<PodBoxSpec, "egress">): Record<string, string> | undefined {
   return spec.egress === "None" ? { [LABEL_EGRESS]: EGRESS_NONE } : undefined;
+}
+
+/**
+ * The annotations a box's egress rules put on its Pod, for its node's egress agent
+ * (network/egress-agent.ts); a standby gets its template's.
+ */
+export function egressAnnotations(
+  spec: Pick<PodBoxSpec, "egress" | "network"> | undefined,
+  tpl: TemplateRef["spec"],
+): Record<string, string> | undefined {
+  const rules = egressRulesOf(spec, tpl);
+  return rules ? { [ANNOTATION_EGRESS]: egressAnnotation(rules) } : undefined;
 }
 
 /**

@@ -1,6 +1,6 @@
 import type { V1ObjectMeta, V1PersistentVolumeClaim, V1Pod } from "@kubernetes/client-node";
 import { LABEL_BOX, LABEL_POOL, LABEL_TEMPLATE_HASH } from "./labels";
-import { buildBoxPod } from "./pod";
+import { buildBoxPod, egressAnnotations } from "./pod";
 import { buildBoxPVCs } from "./pvcs";
 import type { Owner, TemplateRef } from "./types";
 
@@ -37,6 +37,9 @@ export function buildStandby(input: StandbyInput): {
     podName: input.name,
     rootfsPVCName: rootfs.metadata!.name!,
     workspacePVCName: workspace.metadata!.name!,
+    // The template's egress rules: a claim by a box with no rules of its own finds them
+    // enforced already.
+    annotations: egressAnnotations(undefined, input.template.spec),
     // A rootfs cloned from the seed holds the template's podd: the Pod needs no init container.
     ...(input.template.seed ? { rootfsPodd: input.template.spec.poddInjectorImage } : {}),
   });

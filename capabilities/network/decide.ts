@@ -94,7 +94,8 @@ export type NetworkTemplate = {
 /**
  * What a template's sandboxes may reach, as a policy over its Pods (but those of boxes with
  * `egress: None`, which carry the egress label): with `Internet`, the cluster's DNS Pods and every
- * address outside the cluster's networks; the template's own CIDRs in any case. Undefined when
+ * address outside the cluster's networks (and the node egress agent's proxy, where the cluster
+ * runs it); the template's own CIDRs in any case. Undefined when
  * they reach nothing: the namespace's policy then denies all. Owned by the template, so that it
  * goes with it.
  */
@@ -115,6 +116,14 @@ export function egressPolicy(
       ports: DNS_PORTS,
     });
     rules.push({ to: outside(network.clusterNetworks) });
+    // The node egress agent redirects a policed sandbox's TCP to the internet to its proxy on
+    // the node, where the network plugin then judges the node's address (decision 0028).
+    if (network.egressAgent) {
+      rules.push({
+        to: network.egressAgent.addresses.map(cidr => ({ ipBlock: { cidr } })),
+        ports: network.egressAgent.ports.map(port => ({ protocol: "TCP", port })),
+      });
+    }
   }
   if (egressCIDRs.length > 0) rules.push({ to: egressCIDRs.map(cidr => ({ ipBlock: { cidr } })) });
   if (rules.length === 0) return undefined;

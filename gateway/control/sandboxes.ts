@@ -2,6 +2,7 @@ import type { z } from "zod";
 import type { CubePodTemplate, PodBox } from "../../capabilities/api/kinds";
 import { KubeError } from "../../capabilities/client/api-client";
 import { paths } from "../../capabilities/client/paths";
+import { ALL_TRAFFIC } from "../../capabilities/api/egress-rules";
 import { rfc3339Time } from "../../capabilities/reaper/activity";
 import {
   ANNOTATION_AUTO_RESUME,
@@ -11,6 +12,8 @@ import {
   ApiError,
   connectSchema,
   DEFAULT_TIMEOUT_SECONDS,
+  egressEnforced,
+  egressRefused,
   ended,
   endpointOf,
   forkSchema,
@@ -30,6 +33,7 @@ import {
   templateIdOf,
   templateOf,
   timeoutSchema,
+  updatedEgress,
 } from "../e2b";
 import { internalError } from "../internal-errors";
 import { isSnapshot, snapshotsNamed } from "../snapshots";
@@ -87,7 +91,7 @@ export class SandboxesApi {
     const spec = {
       ...(pool ? { warmPoolRef: pool } : { templateRef: templateID }),
       // Without internet access the box reaches nothing, whatever its template allows.
-      ...networkSpec(input),
+      ...networkSpec(input, this.context.config.egressAgent),
     };
     const annotations = createdAnnotations(input);
     const started = await this.starter.make(ns, spec, annotations, input, input.envVars ?? {});
@@ -100,7 +104,7 @@ export class SandboxesApi {
     snapshot: PodBox,
     input: z.infer<typeof newSandboxSchema>,
   ): Promise<Answer> {
-    const own = networkSpec(input);
+    const own = networkSpec(input, this.context.config.egressAgent);
     const spec = {
       templateRef: templateOf(snapshot)!,
       forkFrom: snapshot.metadata!.name!,
@@ -175,12 +179,15 @@ export class SandboxesApi {
         ...listedSandbox(box, this.context.templateOf(box)),
         envdAccessToken: config.tokenKeys.accessToken(box),
         domain: config.domain,
-        allowInternetAccess: box.spec?.egress !== "None",
+        allowInternetAccess:
+          box.spec?.egress !== "None" && !box.spec?.network?.denyOut?.includes(ALL_TRAFFIC),
         network: {
           allowPublicTraffic: servesPublicTraffic(box),
           ...(box.spec?.network?.maskRequestHost
             ? { maskRequestHost: box.spec.network.maskRequestHost }
             : {}),
+          ...(box.spec?.network?.allowOut ? { allowOut: box.spec.network.allowOut } : {}),
+          ...(box.spec?.network?.denyOut ? { denyOut: box.spec.network.denyOut } : {}),
         },
         lifecycle: {
           onTimeout: box.spec?.onExpiry === "Pause" ? "pause" : "kill",
@@ -192,23 +199,56 @@ export class SandboxesApi {
 
   /**
    * `PUT /sandboxes/{id}/network` (`Sandbox.updateNetwork`): E2B's egress settings, replaced
-   * whole. CubePod cannot yet change a sandbox's egress after its start: an update that leaves
-   * it as it is answers 204, any other is refused naming what it would change.
+   * whole. With the node egress agent, the box's rules change and the answer (204) waits until
+   * its node enforces them; a paused sandbox takes them at its resume. Without the agent, only an
+   * update that leaves the sandbox as it is answers 204; any other is refused naming why.
    */
-  updateNetwork(ns: string, id: string, body: unknown): Answer {
+  async updateNetwork(ns: string, id: string, body: unknown): Promise<Answer> {
+    const { client, boxes, config } = this.context;
     const { allow_internet_access, ...network } = parse(networkUpdateSchema, body ?? {});
     const createOnly = ["allowPublicTraffic", "maskRequestHost"].filter(f => f in network);
     if (createOnly.length > 0) {
       throw new ApiError(400, `invalid request body: ${createOnly.join(", ")}: set at create only`);
     }
+    const input = { allow_internet_access, network: parse(networkSchema, network) };
     const box = this.context.own(ns, id);
-    const wanted = networkSpec({ allow_internet_access, network: parse(networkSchema, network) });
-    if ((wanted.egress ?? "") === (box.spec?.egress ?? "")) return { status: 204 };
-    const now = box.spec?.egress === "None" ? "no internet access" : "internet access";
-    throw new ApiError(
-      400,
-      `network: the sandbox has ${now}, which CubePod cannot change after its start yet; refused rather than ignored`,
-    );
+    if (!config.egressAgent || box.spec?.egress === "None") {
+      const wanted = networkSpec(input, false);
+      if ((wanted.egress ?? "") === (box.spec?.egress ?? "")) return { status: 204 };
+      const now =
+        box.spec?.egress === "None" ? "no internet access (egress: None)" : "internet access";
+      throw new ApiError(
+        400,
+        `network: the sandbox was started with ${now}, which CubePod cannot change while it lives` +
+          `${config.egressAgent ? "" : " without the node egress agent"}; refused rather than ignored`,
+      );
+    }
+    const patched = await client.mergePatch<PodBox>(paths.podBoxes(ns, id), {
+      spec: { network: updatedEgress(input) },
+    });
+    if (!endpointOf(box)) return { status: 204 };
+    const generation = patched.metadata?.generation ?? 0;
+    let now: PodBox | undefined;
+    try {
+      now = await boxes.waitFor(
+        ns,
+        id,
+        b =>
+          !endpointOf(b ?? {}) ||
+          egressRefused(b!) !== undefined ||
+          ((b!.status?.observedGeneration ?? 0) >= generation &&
+            egressEnforced(b!, this.context.templateOf(b!))),
+        config.startTimeoutMs,
+      );
+    } catch {
+      throw new ApiError(
+        504,
+        `sandbox "${id}": its node did not enforce the new network rules within ${config.startTimeoutMs / 1000} s`,
+      );
+    }
+    const refused = now && egressRefused(now);
+    if (refused) throw new ApiError(500, `sandbox "${id}": ${refused}`);
+    return { status: 204 };
   }
 
   /** `POST /sandboxes/{id}/connect` (v1, v2, and the older `/resume`). */

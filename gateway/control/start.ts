@@ -8,6 +8,8 @@ import {
   ANNOTATION_TIMEOUT,
   ApiError,
   DEFAULT_TIMEOUT_SECONDS,
+  egressEnforced,
+  egressRefused,
   endpointOf,
   newSandboxId,
   sandbox,
@@ -151,7 +153,10 @@ export class SandboxStarter {
         b =>
           b !== undefined &&
           (b.status?.observedGeneration ?? 0) >= generation &&
-          (endpointOf(b) !== undefined || b.status?.phase === "Failed"),
+          // Its code runs only once its node enforces its egress rules, if it has any.
+          ((endpointOf(b) !== undefined && egressEnforced(b, this.context.templateOf(b))) ||
+            egressRefused(b) !== undefined ||
+            b.status?.phase === "Failed"),
         config.startTimeoutMs,
       );
     } catch {
@@ -163,6 +168,8 @@ export class SandboxStarter {
         `sandbox "${id}" failed to start: ${box?.status?.message ?? box?.status?.reason}`,
       );
     }
+    const refused = egressRefused(box);
+    if (refused) throw new ApiError(500, `sandbox "${id}" failed to start: ${refused}`);
     running();
     const initialized = sandboxStart.startTimer({ step: "init" });
     const url = box.status!.poddURL!;

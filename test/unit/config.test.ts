@@ -69,12 +69,35 @@ describe("loadConfig", () => {
     ["CUBEPOD_GATEWAY_NAMESPACE", "Pepr_System", 'expected a namespace name, got "Pepr_System"'],
     ["CUBEPOD_NETWORK_POLICY", "on", 'expected "enforced" or "unenforced", got "on"'],
     [
+      "CUBEPOD_EGRESS_AGENT_ADDRESSES",
+      "198.18.0.1",
+      'expected CIDRs separated by commas, got "198.18.0.1"',
+    ],
+    [
+      "CUBEPOD_EGRESS_AGENT_PORTS",
+      "15080,15443",
+      'expected three ports separated by commas, got "15080,15443"',
+    ],
+    [
       "CUBEPOD_VM_RUNTIME_CLASSES",
       "kata-qemu,,Kata_FC",
       'expected RuntimeClass names separated by commas, got ",Kata_FC"',
     ],
   ])("refuses %s=%s, naming the variable", (variable, value, message) => {
     expect(problemsOf({ [variable]: value })).toEqual([`${variable}: ${message}`]);
+  });
+
+  it("reads the node egress agent's settings: none without its addresses", () => {
+    expect(loadConfig({}).network.egressAgent).toBeUndefined();
+    expect(
+      loadConfig({ CUBEPOD_EGRESS_AGENT_ADDRESSES: "198.18.0.1/32" }).network.egressAgent,
+    ).toEqual({ addresses: ["198.18.0.1/32"], ports: [15080, 15443, 15001] });
+    expect(
+      loadConfig({
+        CUBEPOD_EGRESS_AGENT_ADDRESSES: "198.18.0.1/32,198.18.2.1/32",
+        CUBEPOD_EGRESS_AGENT_PORTS: "1,2,3",
+      }).network.egressAgent,
+    ).toEqual({ addresses: ["198.18.0.1/32", "198.18.2.1/32"], ports: [1, 2, 3] });
   });
 
   it("reads the VM runtime classes", () => {

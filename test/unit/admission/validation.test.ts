@@ -5,6 +5,7 @@ import { parseAllDocuments } from "yaml";
 import { DEFAULT_VM_RUNTIME_CLASSES } from "../../../capabilities/config";
 import {
   blockModeRule,
+  egressAgentRule,
   PodBoxContext,
   validatePodBox,
   validatePodTemplate,
@@ -522,6 +523,32 @@ describe("Block mode needs a VM runtime", () => {
     expect(blockModeRule(spec({ runtimeClassName: "" }), ["kata"])[0]).toMatch(
       /no runtimeClassName is the cluster's default runtime, not one/,
     );
+  });
+});
+
+describe("egress rules", () => {
+  const errors = (network: object) => {
+    const v = validatePodTemplate(tpl({ network }));
+    return v.ok ? [] : v.errors;
+  };
+  it("are checked as E2B's API checks them", () => {
+    expect(errors({ allowOut: ["*.a.test", "198.19.0.10"], denyOut: ["0.0.0.0/0"] })).toEqual([]);
+    expect(errors({ denyOut: ["198.19.0.0/24", "8.8.8.8"] })).toEqual([]);
+    expect(errors({ allowOut: ["a.test"] }).join()).toContain("you must include 'ALL_TRAFFIC'");
+    expect(errors({ denyOut: ["a.test"] }).join()).toContain("must be an IPv4 address or CIDR");
+    expect(errors({ allowOut: ["::1"] }).join()).toContain("only IPv4");
+    expect(errors({ allowOut: ["0.0.0.0"] }).join()).toContain("an unspecified address");
+    expect(errors({ allowOut: ["a..test"], denyOut: ["0.0.0.0/0"] }).join()).toContain(
+      "must be an IPv4 address, a CIDR or a domain",
+    );
+  });
+  it("need the node egress agent", () => {
+    const v = validatePodTemplate(tpl({ network: { denyOut: ["8.8.8.8"] } }));
+    if (!v.ok) throw new Error(v.errors.join("; "));
+    expect(egressAgentRule(v.spec, true)).toEqual([]);
+    expect(egressAgentRule(v.spec, false)).toEqual([
+      "spec.network: denyOut need the node egress agent, which this cluster does not run (the module's CUBEPOD_EGRESS_AGENT_ADDRESSES is unset; docs/network.md)",
+    ]);
   });
 });
 

@@ -120,6 +120,22 @@ describe("egressPolicy: what a template's sandboxes reach", () => {
     );
   });
 
+  it("admits the node egress agent's ports at its addresses, with Internet egress only", () => {
+    const agent = { addresses: ["198.18.0.1/32"], ports: [15080, 15443, 15001] };
+    const p = egressPolicy(template(), { ...network, egressAgent: agent })!;
+    expect(p.spec.egress![2]).toEqual({
+      to: [{ ipBlock: { cidr: "198.18.0.1/32" } }],
+      ports: [
+        { protocol: "TCP", port: 15080 },
+        { protocol: "TCP", port: 15443 },
+        { protocol: "TCP", port: 15001 },
+      ],
+    });
+    expect(egressPolicy(template({ egress: "None" }), { ...network, egressAgent: agent })).toBe(
+      undefined,
+    );
+  });
+
   it("adds the template's CIDRs, alone with egress None", () => {
     const cidrs = ["203.0.113.0/25", "2001:db8::/64"];
     const both = egressPolicy(template({ egressCIDRs: cidrs }), network)!;

@@ -6,14 +6,23 @@ import { NamespacedCache, SandboxIndex } from "../../../../gateway/sandboxes";
 
 /** A control API context whose watch has shown these boxes, with no API server behind it. */
 export function controlContext(...boxes: PodBox[]): ControlContext {
+  return controlContextWith({}, {} as ApiClient, ...boxes);
+}
+
+/** The same, with more settings and a client standing in for the API server's answers. */
+export function controlContextWith(
+  env: Record<string, string>,
+  client: ApiClient,
+  ...boxes: PodBox[]
+): ControlContext {
   const index = new SandboxIndex();
   boxes.forEach(b => index.observe(b, false));
   return new ControlContext(
-    {} as ApiClient,
+    client,
     index,
     new NamespacedCache<CubePodTemplate>(),
     new NamespacedCache<PodWarmPool>(),
-    loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: "k".repeat(32) }),
+    loadGatewayConfig({ CUBEPOD_GATEWAY_TOKEN_KEY: "k".repeat(32), ...env }),
   );
 }
 

@@ -1,0 +1,126 @@
+package egressagent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log"
+	"net/netip"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/nftables"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Agent keeps its node's table and proxy in step with the node's sandbox Pods: it watches them
+// (its node's only, sandbox Pods only), applies the plan whenever what it enforces would change,
+// and then answers each Pod whose egress it now enforces.
+type Agent struct {
+	Client    kubernetes.Interface
+	Node      string
+	Ports     Ports
+	Cluster   []netip.Prefix
+	Resolvers []netip.Prefix
+
+	policies atomic.Pointer[map[netip.Addr]Policy]
+	applied  string
+	ready    atomic.Bool
+}
+
+// Policy is the proxy's lookup: the enforced policy of the sandbox at src.
+func (a *Agent) Policy(src netip.Addr) (Policy, bool) {
+	m := a.policies.Load()
+	if m == nil {
+		return Policy{}, false
+	}
+	p, ok := (*m)[src]
+	return p, ok
+}
+
+// Ready is true once the node's Pods were read and their plan applied.
+func (a *Agent) Ready() bool { return a.ready.Load() }
+
+// Run watches until ctx ends.
+func (a *Agent) Run(ctx context.Context) error {
+	factory := informers.NewSharedInformerFactoryWithOptions(a.Client, 0,
+		informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+			o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", a.Node).String()
+			o.LabelSelector = LabelTemplate
+		}))
+	pods := factory.Core().V1().Pods()
+	kick := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case kick <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := pods.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { poke() },
+		UpdateFunc: func(before, after any) { poke() },
+		DeleteFunc: func(any) { poke() },
+	}); err != nil {
+		return err
+	}
+	factory.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), pods.Informer().HasSynced) {
+		return ctx.Err()
+	}
+	poke()
+	retry := time.NewTimer(time.Hour)
+	retry.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			factory.Shutdown()
+			return nil
+		case <-kick:
+		case <-retry.C:
+		}
+		list, err := pods.Lister().List(labels.Everything())
+		if err == nil {
+			err = a.reconcile(ctx, list)
+		}
+		if err != nil {
+			log.Printf("egress agent: %v; trying again", err)
+			retry.Reset(time.Second)
+		}
+	}
+}
+
+// reconcile applies the plan for the Pods when it changes what is enforced, then answers.
+func (a *Agent) reconcile(ctx context.Context, pods []*corev1.Pod) error {
+	plan := PlanFor(pods, a.Resolvers)
+	if key := plan.Key(); key != a.applied || !a.ready.Load() {
+		conn, err := nftables.New()
+		if err != nil {
+			return fmt.Errorf("netlink: %w", err)
+		}
+		if err := (Ruleset{Ports: a.Ports, Cluster: a.Cluster, Sandboxes: plan.Sandboxes}).Apply(conn); err != nil {
+			return err
+		}
+		a.policies.Store(&plan.Sandboxes)
+		a.applied = key
+		if !a.ready.Swap(true) {
+			log.Printf("egress agent: enforcing for %d sandboxes on %s", len(plan.Sandboxes), a.Node)
+		}
+	}
+	for _, answer := range plan.Answers {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
+			"annotations": map[string]string{AnnotationEgressApplied: answer.Value}}})
+		_, err := a.Client.CoreV1().Pods(answer.Namespace).Patch(ctx, answer.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "cubepod-egress-agent"})
+		if err != nil && !errors.IsNotFound(err) {
+			return fmt.Errorf("answering %s/%s: %w", answer.Namespace, answer.Name, err)
+		}
+	}
+	return nil
+}
