@@ -48,6 +48,11 @@ export type Config = {
    * mode sandbox get the rights podd-init needs to format and mount its devices.
    */
   vmRuntimeClasses: string[];
+  /**
+   * RuntimeClasses whose Pods run under gVisor: its network stack serves no netfilter rules in
+   * the Pod, so the egress sidecar's isolation cannot be written there.
+   */
+  gvisorRuntimeClasses: string[];
   failpoint?: Failpoint;
   shards: ShardConfig;
 };
@@ -212,6 +217,9 @@ const EGRESS_AGENT_PORTS = "CUBEPOD_EGRESS_AGENT_PORTS";
 /** The agent's proxy ports for port 80, port 443 and the others (its own default). */
 export const DEFAULT_EGRESS_AGENT_PORTS = [15080, 15443, 15001];
 const VM_RUNTIME_CLASSES = "CUBEPOD_VM_RUNTIME_CLASSES";
+const GVISOR_RUNTIME_CLASSES = "CUBEPOD_GVISOR_RUNTIME_CLASSES";
+/** gVisor's RuntimeClass as its documentation and the local real node name it. */
+export const DEFAULT_GVISOR_RUNTIME_CLASSES = ["gvisor"];
 const SHARD_NAMESPACE = "CUBEPOD_SHARD_NAMESPACE";
 const DEFAULT_TEMPLATES_NAMESPACE = "CUBEPOD_DEFAULT_TEMPLATES_NAMESPACE";
 const PODD_INJECTOR_IMAGE = "CUBEPOD_PODD_INJECTOR_IMAGE";
@@ -282,6 +290,12 @@ export const SETTINGS: Setting[] = [
     default: DEFAULT_VM_RUNTIME_CLASSES.join(","),
     description:
       "RuntimeClasses (comma-separated) whose Pods are VMs with a kernel of their own; `volumeMode: Block` templates must name one, as podd-init formats and mounts the devices there with rights no other runtime gets",
+  },
+  {
+    variable: GVISOR_RUNTIME_CLASSES,
+    default: DEFAULT_GVISOR_RUNTIME_CLASSES.join(","),
+    description:
+      "RuntimeClasses (comma-separated) whose Pods run under gVisor, where the egress sidecar's isolation cannot be written: a template pairing one with `spec.egress` is refused ([network](network.md#the-egress-sidecar))",
   },
   {
     variable: FAILPOINT,
@@ -369,6 +383,12 @@ export function loadConfig(env: Env = process.env): Config {
       problems,
     ),
     vmRuntimeClasses: parseRuntimeClasses(env[VM_RUNTIME_CLASSES]?.trim(), problems),
+    gvisorRuntimeClasses: parseRuntimeClasses(
+      env[GVISOR_RUNTIME_CLASSES]?.trim(),
+      problems,
+      GVISOR_RUNTIME_CLASSES,
+      DEFAULT_GVISOR_RUNTIME_CLASSES,
+    ),
     failpoint: parseFailpoint(env[FAILPOINT]?.trim(), problems),
     shards: {
       count: v.shards,
@@ -441,14 +461,19 @@ function parseEnforcement(raw: string | undefined, problems: string[]): boolean 
   return false;
 }
 
-function parseRuntimeClasses(raw: string | undefined, problems: string[]): string[] {
-  if (!raw) return DEFAULT_VM_RUNTIME_CLASSES;
+function parseRuntimeClasses(
+  raw: string | undefined,
+  problems: string[],
+  variable = VM_RUNTIME_CLASSES,
+  defaults = DEFAULT_VM_RUNTIME_CLASSES,
+): string[] {
+  if (!raw) return defaults;
   const names = raw.split(",").map(n => n.trim());
   const dns = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
   const bad = names.filter(n => n.length > 253 || !dns.test(n));
   if (bad.length > 0) {
     problems.push(
-      `${VM_RUNTIME_CLASSES}: expected RuntimeClass names separated by commas, got ${JSON.stringify(bad.join(","))}`,
+      `${variable}: expected RuntimeClass names separated by commas, got ${JSON.stringify(bad.join(","))}`,
     );
   }
   return names;

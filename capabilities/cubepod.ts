@@ -61,12 +61,11 @@ When(a.Pod)
 When(CubePodTemplate)
   .IsCreatedOrUpdated()
   .Validate(req =>
-    validateTemplateRequest(
-      req,
-      operator.client,
-      config.vmRuntimeClasses,
-      config.network.egressAgent !== undefined,
-    ),
+    validateTemplateRequest(req, operator.client, {
+      vmRuntimeClasses: config.vmRuntimeClasses,
+      gvisorRuntimeClasses: config.gvisorRuntimeClasses,
+      egressAgent: config.network.egressAgent !== undefined,
+    }),
   );
 
 // PodWarmPools must satisfy their schema.

@@ -20,6 +20,9 @@ export function localModuleEnv(): Record<string, string> {
   return {
     CUBEPOD_CLUSTER_NETWORKS: [...DEFAULT_CLUSTER_NETWORKS, ...local].join(","),
     CUBEPOD_NETWORK_POLICY: "enforced",
+    // The real node's egress agent (real-node.sh): a redirected connection lands on the node's
+    // address on its bridge.
+    CUBEPOD_EGRESS_AGENT_ADDRESSES: `${process.env.CUBEPOD_REAL_GATEWAY_IP ?? "198.18.0.1"}/32`,
     // The release's injector, from the local registry as a cluster's nodes pull it (images.sh).
     CUBEPOD_PODD_INJECTOR_IMAGE: "cubepod.local/podd-injector:dev",
     CUBEPOD_VM_RUNTIME_CLASSES: [...DEFAULT_VM_RUNTIME_CLASSES, VM_STANDIN].join(","),

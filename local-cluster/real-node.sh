@@ -10,8 +10,9 @@
 #                        push the node's images there (images.sh)
 #                        when missing, start containerd, the volume provisioner of the StorageClass
 #                        cubepod-local (local-volumes.ts) and kubelet, wait until the node is Ready,
-#                        and kube-router's NetworkPolicy controller; the Pods' default route leads
-#                        to the network namespace cubepod-public (the internet's stand-in) only
+#                        and kube-router's NetworkPolicy controller and the node egress agent; the
+#                        Pods' default route leads to the network namespace cubepod-public (the
+#                        internet's stand-in) only
 #   real-node.sh stop    delete its Pods (so that the kubelet tears their networks down), stop all
 #                        of it and remove what they left (shims, mounts, the bridge, the rules)
 #   real-node.sh policies on|off   start or stop enforcing NetworkPolicy (benchmarks, checks);
@@ -24,6 +25,7 @@ SOCK=$RUN/containerd.sock
 KUBELET_PORT=${CUBEPOD_KUBELET_PORT:-10260}
 KUBELET_HEALTHZ_PORT=${CUBEPOD_KUBELET_HEALTHZ_PORT:-10268}
 KUBE_ROUTER_HEALTH_PORT=${CUBEPOD_KUBE_ROUTER_HEALTH_PORT:-10269}
+EGRESS_AGENT_HEALTH_PORT=${CUBEPOD_EGRESS_AGENT_HEALTH_PORT:-10270}
 
 fill() { # template -> stdout
   sed -e "s#@RUN@#$RUN#g" -e "s#@BIN@#$CUBEPOD_BIN#g" -e "s#@LOGS@#$LOGS#g" -e "s#@PKI@#$PKI#g" -e "s#@POD_SUBNET@#$REAL_POD_SUBNET#g" \
@@ -62,6 +64,33 @@ policies_off() {
   for set in $(grep -E '^KUBE-(SRC|DST)-' <<<"$sets" || true); do
     ipset destroy "$set" 2>/dev/null || true
   done
+}
+
+# The node egress agent (podd/egressagent, decision 0028), built from this checkout and run beside
+# kube-router with the module's view of the cluster's networks. It enforces the egress rules of
+# this node's sandboxes; its proxy dials from the node's address on the bridge, so that the Pods'
+# routing table (below) takes its traffic to the internet's stand-in and nowhere else, and
+# resolves names with the Pods' resolver.
+egress_agent_on() {
+  alive egress-agent && return 0
+  (cd "$ROOT/podd" && GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+    GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build \
+    go build -o "$RUN/cubepod-egress-agent" ./cmd/cubepod-egress-agent) || die "building the egress agent failed"
+  local networks
+  networks=$(cd "$ROOT" && npx tsx "$here/local-module-env.ts" | sed -n 's/^export CUBEPOD_CLUSTER_NETWORKS="\(.*\)"$/\1/p')
+  [ -n "$networks" ] || die "local-module-env.ts named no CUBEPOD_CLUSTER_NETWORKS"
+  NODE_NAME=$REAL_NODE_NAME KUBECONFIG=$KUBECONFIG_FILE CUBEPOD_CLUSTER_NETWORKS=$networks \
+    CUBEPOD_EGRESS_RESOLVERS=$PUBLIC_DNS_IP CUBEPOD_EGRESS_AGENT_SOURCE=$REAL_GATEWAY_IP \
+    CUBEPOD_EGRESS_AGENT_HEALTH=127.0.0.1:$EGRESS_AGENT_HEALTH_PORT \
+    start egress-agent "$RUN/cubepod-egress-agent"
+  wait_for egress-agent 60 curl -sf "http://127.0.0.1:$EGRESS_AGENT_HEALTH_PORT/healthz" \
+    || { tail -20 "$LOGS/egress-agent.log" >&2; die "the egress agent did not start: see $LOGS/egress-agent.log"; }
+}
+
+# Stops it and removes its table: the node's sandboxes are not policed then.
+egress_agent_off() {
+  stop egress-agent TERM 50
+  [ -x "$RUN/cubepod-egress-agent" ] && "$RUN/cubepod-egress-agent" remove 2>/dev/null || true
 }
 
 install_packages() {
@@ -239,6 +268,7 @@ start)
   wait_for "node $REAL_NODE_NAME" 120 sh -c "kubectl get node $REAL_NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' 2>/dev/null | grep -q True" \
     || { tail -20 "$LOGS/kubelet.log" >&2; die "the kubelet did not make $REAL_NODE_NAME Ready: see $LOGS/kubelet.log"; }
   if [ "${CUBEPOD_REAL_NODE_POLICIES:-on}" = off ]; then policies_off; else policies_on; fi
+  egress_agent_on
   ;;
 policies)
   case "${2:-}" in
@@ -252,6 +282,7 @@ stop)
     kubectl delete pods -A --field-selector "spec.nodeName=$REAL_NODE_NAME" --wait=true --timeout=60s >/dev/null 2>&1 || true
   fi
   stop kubelet TERM 50
+  egress_agent_off
   policies_off
   stop local-volumes TERM 20
   stop containerd TERM 50

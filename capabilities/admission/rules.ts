@@ -104,6 +104,24 @@ export function egressAgentRule(spec: PodTemplateSpec, egressAgent: boolean): st
   ];
 }
 
+/**
+ * The egress sidecar isolates the Pod with netfilter rules in its network namespace, which
+ * gVisor's network stack does not serve (decision 0019): such a template's boxes would never
+ * start. Refused with what to use instead.
+ */
+export function sidecarRuntimeRule(
+  spec: PodTemplateSpec,
+  gvisorRuntimeClasses: readonly string[],
+): string[] {
+  if (!spec.egress?.enabled || !gvisorRuntimeClasses.includes(spec.runtimeClassName)) return [];
+  return [
+    `spec.egress: the egress sidecar isolates the Pod with netfilter rules, which gVisor ` +
+      `(runtimeClassName ${JSON.stringify(spec.runtimeClassName)}) does not serve; use ` +
+      `spec.network.allowOut and denyOut, enforced by the node egress agent outside the sandbox, ` +
+      `or a runtime other than gVisor`,
+  ];
+}
+
 /** Validates a PodWarmPool's spec. */
 export function validatePodWarmPool(spec: unknown): Verdict<PodWarmPoolSpec> {
   const parsed = parseWithMessages(podWarmPoolSpecSchema, spec);

@@ -1,12 +1,14 @@
 import type { a, PeprValidateRequest } from "pepr";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
 import type { PodTemplateSpec } from "../api/podtemplate";
+import type { Config } from "../config";
 import type { ApiClient } from "../client/api-client";
 import { paths } from "../client/paths";
 import {
   blockModeRule,
   egressAgentRule,
   nameRule,
+  sidecarRuntimeRule,
   validatePodBox,
   validatePodTemplate,
   validatePodWarmPool,
@@ -32,14 +34,15 @@ const answer = <T extends a.GenericKind, S>(req: Req<T>, verdict: Verdict<S>) =>
 export async function validateTemplateRequest(
   req: Req<CubePodTemplate>,
   client: ApiClient,
-  vmRuntimeClasses: readonly string[],
-  egressAgent: boolean,
+  config: Pick<Config, "vmRuntimeClasses" | "gvisorRuntimeClasses"> & { egressAgent: boolean },
 ) {
   if (deleting(req)) return req.Approve();
+  const { vmRuntimeClasses } = config;
   const spec = validatePodTemplate(req.Raw.spec);
   const rules = (s: PodTemplateSpec) => [
     ...blockModeRule(s, vmRuntimeClasses),
-    ...egressAgentRule(s, egressAgent),
+    ...egressAgentRule(s, config.egressAgent),
+    ...sidecarRuntimeRule(s, config.gvisorRuntimeClasses),
   ];
   const verdict = withName(
     spec.ok ? withErrors(spec, rules(spec.spec)) : spec,

@@ -49,6 +49,9 @@ type Proxy struct {
 	NeverByName []netip.Prefix
 	// Resolver resolves allowed names (nil: the system's).
 	Resolver *net.Resolver
+	// Source is the address the proxy dials from (invalid: the kernel's choice), where the node
+	// routes its sandboxes' traffic by source.
+	Source netip.Addr
 	// PeekTimeout bounds the wait for a Host or server name (0: five seconds).
 	PeekTimeout time.Duration
 	// Log is told each refusal (nil: the standard logger).
@@ -118,7 +121,7 @@ func (p *Proxy) handle(conn net.Conn, class PortClass) {
 	if match == MatchDomain {
 		upstream, err = p.dialByName(ctx, net.JoinHostPort(host, strconv.Itoa(int(dst.Port()))))
 	} else {
-		upstream, err = (&net.Dialer{}).DialContext(ctx, "tcp", dst.String())
+		upstream, err = p.dialer().DialContext(ctx, "tcp", dst.String())
 	}
 	cancel()
 	if err != nil {
@@ -137,22 +140,29 @@ func (p *Proxy) handle(conn net.Conn, class PortClass) {
 // dialByName connects to an allowed name as the proxy resolves it, never to what the sandbox
 // resolved (its /etc/hosts is its own), and refuses addresses in NeverByName before connecting.
 func (p *Proxy) dialByName(ctx context.Context, address string) (net.Conn, error) {
-	d := &net.Dialer{
-		Resolver: p.Resolver,
-		ControlContext: func(_ context.Context, _, resolved string, _ syscall.RawConn) error {
-			ap, err := netip.ParseAddrPort(resolved)
-			if err != nil {
-				return err
+	d := p.dialer()
+	d.Resolver = p.Resolver
+	d.ControlContext = func(_ context.Context, _, resolved string, _ syscall.RawConn) error {
+		ap, err := netip.ParseAddrPort(resolved)
+		if err != nil {
+			return err
+		}
+		for _, prefix := range p.NeverByName {
+			if prefix.Contains(ap.Addr().Unmap()) {
+				return fmt.Errorf("%s resolves to %s, inside %s", address, ap.Addr(), prefix)
 			}
-			for _, prefix := range p.NeverByName {
-				if prefix.Contains(ap.Addr().Unmap()) {
-					return fmt.Errorf("%s resolves to %s, inside %s", address, ap.Addr(), prefix)
-				}
-			}
-			return nil
-		},
+		}
+		return nil
 	}
 	return d.DialContext(ctx, "tcp", address)
+}
+
+func (p *Proxy) dialer() *net.Dialer {
+	d := &net.Dialer{}
+	if p.Source.IsValid() {
+		d.LocalAddr = &net.TCPAddr{IP: p.Source.AsSlice()}
+	}
+	return d
 }
 
 func (p *Proxy) logf(format string, args ...any) {

@@ -38,6 +38,7 @@ describe("loadConfig", () => {
         policyEnforced: false,
       },
       vmRuntimeClasses: DEFAULT_VM_RUNTIME_CLASSES,
+      gvisorRuntimeClasses: ["gvisor"],
       defaultTemplatesNamespace: "cubepod-defaults",
       poddInjectorImage: "ghcr.io/cubeplex/podd-injector:0.1.0",
       failpoint: undefined,

@@ -17,6 +17,8 @@
 //	CUBEPOD_EGRESS_RESOLVERS       the sandboxes' DNS servers, comma-separated: allowed to a
 //	                               sandbox that may reach domains; the proxy resolves through the
 //	                               first (unset: the node's resolver)
+//	CUBEPOD_EGRESS_AGENT_SOURCE    the address the proxy dials from (unset: the kernel's choice),
+//	                               for a node that routes its sandboxes' traffic by source
 package main
 
 import (
@@ -86,10 +88,23 @@ func main() {
 
 	agent := &egressagent.Agent{Client: client, Node: node, Ports: ports, Cluster: cluster, Resolvers: resolvers}
 	proxy := &egressagent.Proxy{Policy: agent.Policy, NeverByName: cluster}
+	if raw := os.Getenv("CUBEPOD_EGRESS_AGENT_SOURCE"); raw != "" {
+		if proxy.Source, err = netip.ParseAddr(raw); err != nil {
+			fail("CUBEPOD_EGRESS_AGENT_SOURCE: %q is not an address", raw)
+		}
+	}
 	if len(resolvers) > 0 {
 		server := net.JoinHostPort(resolvers[0].Addr().String(), "53")
 		proxy.Resolver = &net.Resolver{PreferGo: true, Dial: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return (&net.Dialer{Timeout: 5 * time.Second}).DialContext(ctx, network, server)
+			d := &net.Dialer{Timeout: 5 * time.Second}
+			if proxy.Source.IsValid() {
+				if network == "udp" || network == "udp4" {
+					d.LocalAddr = &net.UDPAddr{IP: proxy.Source.AsSlice()}
+				} else {
+					d.LocalAddr = &net.TCPAddr{IP: proxy.Source.AsSlice()}
+				}
+			}
+			return d.DialContext(ctx, network, server)
 		}}
 	}
 	for _, l := range []struct {

@@ -6,6 +6,7 @@ import { DEFAULT_VM_RUNTIME_CLASSES } from "../../../capabilities/config";
 import {
   blockModeRule,
   egressAgentRule,
+  sidecarRuntimeRule,
   PodBoxContext,
   validatePodBox,
   validatePodTemplate,
@@ -549,6 +550,24 @@ describe("egress rules", () => {
     expect(egressAgentRule(v.spec, false)).toEqual([
       "spec.network: denyOut need the node egress agent, which this cluster does not run (the module's CUBEPOD_EGRESS_AGENT_ADDRESSES is unset; docs/network.md)",
     ]);
+  });
+});
+
+describe("the egress sidecar under gVisor", () => {
+  const spec = (o: object) => {
+    const v = validatePodTemplate(tpl(o));
+    if (!v.ok) throw new Error(v.errors.join("; "));
+    return v.spec;
+  };
+  it("is refused, pointing at the node egress agent's rules", () => {
+    const sidecar = { egress: { enabled: true } };
+    expect(
+      sidecarRuntimeRule(spec({ ...sidecar, runtimeClassName: "gvisor" }), ["gvisor"]),
+    ).toEqual([
+      'spec.egress: the egress sidecar isolates the Pod with netfilter rules, which gVisor (runtimeClassName "gvisor") does not serve; use spec.network.allowOut and denyOut, enforced by the node egress agent outside the sandbox, or a runtime other than gVisor',
+    ]);
+    expect(sidecarRuntimeRule(spec({ ...sidecar, runtimeClassName: "" }), ["gvisor"])).toEqual([]);
+    expect(sidecarRuntimeRule(spec({ runtimeClassName: "gvisor" }), ["gvisor"])).toEqual([]);
   });
 });
 

@@ -271,7 +271,7 @@ describe("E2B's network fields", () => {
             },
           ],
         },
-      }) as PodBox;
+      }) as unknown as PodBox;
 
     it("replaces the box's rules and answers once its node enforces them", async () => {
       const b = running("s");
