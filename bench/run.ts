@@ -1,7 +1,7 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
  * `npm run bench -- warm floor stream saturation cold admission gateway flood real sandbox envd
- * scale scale10k sharded sharded10k tls` picks some (scenarios/): `npm run bench -- flood`, say,
+ * scale scale10k sharded sharded10k tls egress` picks some (scenarios/): `npm run bench -- flood`, say,
  * measures the gateway's per-tenant limits while one tenant floods it. Prints a table and saves
  * the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline -- <file>`
  * makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`: tests never
@@ -13,6 +13,7 @@ import { noBenchNamespaces, printTable, saveResults } from "./lib/results";
 import { benchAdmission } from "./scenarios/admission";
 import { benchBaseline } from "./scenarios/baseline";
 import { benchCold } from "./scenarios/cold";
+import { benchEgress } from "./scenarios/egress";
 import { benchFloor } from "./scenarios/floor";
 import { benchFlood } from "./scenarios/flood";
 import { benchGateway } from "./scenarios/gateway";
@@ -56,6 +57,10 @@ async function main() {
   if (wanted("tls")) {
     await noBenchNamespaces(kube);
     await benchTls(kube);
+  }
+  if (wanted("egress")) {
+    await noBenchNamespaces(kube);
+    await benchEgress(kube);
   }
   // The full run takes the smaller shape; the 10,000 boxes only when named.
   const shapes = (["scale", "scale10k"] as const).filter(s =>

@@ -18,6 +18,7 @@
 #   real-node.sh policies on|off   start or stop enforcing NetworkPolicy (benchmarks, checks);
 #                        CUBEPOD_REAL_NODE_POLICIES=off makes start leave it off (to see the
 #                        isolation tests fail without it)
+#   real-node.sh egress-agent on|off   start (rebuilt) or stop the node egress agent
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
 RUN=$CLUSTER_DIR/real-node
@@ -270,6 +271,13 @@ start)
   if [ "${CUBEPOD_REAL_NODE_POLICIES:-on}" = off ]; then policies_off; else policies_on; fi
   egress_agent_on
   ;;
+egress-agent)
+  case "${2:-}" in
+  on) egress_agent_on ;;
+  off) egress_agent_off ;;
+  *) die "usage: real-node.sh egress-agent on|off" ;;
+  esac
+  ;;
 policies)
   case "${2:-}" in
   on) policies_on ;;
@@ -305,5 +313,5 @@ stop)
   losetup -a | grep -F "($RUN/" | cut -d: -f1 | while read -r loop; do losetup -d "$loop" || true; done
   rm -rf "$RUN/cni/ipam"
   ;;
-*) die "usage: real-node.sh start|stop|policies on|off" ;;
+*) die "usage: real-node.sh start|stop|policies on|off|egress-agent on|off" ;;
 esac

@@ -39,6 +39,7 @@ export const RERUN: Record<string, string> = {
   gateway: "npm run bench -- gateway",
   flood: "npm run bench -- flood",
   tls: "npm run bench -- tls",
+  egress: "npm run bench -- egress",
   realNode: "npm run bench -- real",
   sandbox: "npm run bench -- sandbox",
   envd: "npm run bench -- envd",

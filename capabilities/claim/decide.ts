@@ -4,6 +4,12 @@ import type { PodBoxStatus } from "../api/podbox";
 import { FINALIZER } from "../manifests/labels";
 import { boxOwnerRef } from "../manifests/owner";
 import type { Standby } from "./standby-index";
+import {
+  EGRESS_CONDITION,
+  egressAnnotation,
+  egressRulesOf,
+  egressState,
+} from "../network/egress-agent";
 
 /*
  * The pure half of a warm claim (which box may claim, the write that claims, the status it gets);
@@ -51,8 +57,24 @@ export function mayClaim(box: PodBox): boolean {
   );
 }
 
-/** What a claim needs of its pool's template: its name and envd port. */
-export type PoolTemplate = { name: string; envdPort: number };
+/**
+ * What a claim needs of its pool's template: its name, envd port, and the egress annotation its
+ * rules give a Pod (its standbys carry it).
+ */
+export type PoolTemplate = { name: string; envdPort: number; egress?: string };
+
+/**
+ * The egress annotation a box claiming from a pool of this template wants on its Pod: its own
+ * rules', else the template's; undefined for none.
+ */
+export function claimedEgress(box: PodBox, template: PoolTemplate | undefined): string | undefined {
+  const own = box.spec?.network;
+  if (own?.allowOut !== undefined || own?.denyOut !== undefined) {
+    const rules = egressRulesOf(box.spec, undefined);
+    return rules ? egressAnnotation(rules) : undefined;
+  }
+  return template?.egress;
+}
 
 /**
  * The status of a box that has just claimed a standby: Running at once, on the standby's IP.
@@ -89,6 +111,33 @@ export function claimedStatus(
         reason: "WarmPoolClaimed",
         message,
       },
+      ...egressConditionOfClaim(box, s, template, now),
     ],
   };
+}
+
+/**
+ * A claimed box's {@link EGRESS_CONDITION}: True at once when the standby's node enforces the
+ * box's rules already (its template's, which the standby carries); else False until the full
+ * reconcile that follows the claim writes them on the Pod and the agent answers.
+ */
+function egressConditionOfClaim(
+  box: PodBox,
+  s: Standby,
+  template: PoolTemplate | undefined,
+  now: string,
+) {
+  const wanted = claimedEgress(box, template);
+  if (wanted === undefined) return [];
+  const state = egressState(wanted, s);
+  return [
+    {
+      type: EGRESS_CONDITION,
+      status: state.applied ? ("True" as const) : ("False" as const),
+      observedGeneration: box.metadata?.generation,
+      lastTransitionTime: now,
+      reason: state.reason,
+      message: state.message,
+    },
+  ];
 }

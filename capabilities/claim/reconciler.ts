@@ -10,7 +10,7 @@ import { objectKey } from "../kit/object-key";
 import type { WriteEchoes } from "../kit/write-echoes";
 import { claimDuration, countTransition } from "../metrics/registry";
 import { claimStandby, claimedBefore, handOverVolumes } from "./apply";
-import { claimedStatus, type PoolTemplate } from "./decide";
+import { claimedEgress, claimedStatus, type PoolTemplate } from "./decide";
 import type { Standby } from "./standby-index";
 import type { WarmClaims } from "./warm-claims";
 
@@ -132,7 +132,10 @@ export class ClaimReconciler {
     const { claims } = this.deps;
     const candidate = claims.takeCandidate(key);
     if (candidate) {
-      if (await this.#claim(key, candidate.box, candidate.at)) return "done";
+      const claimed = await this.#claim(key, candidate.box, candidate.at);
+      // A box whose egress rules are not the standby's: the full reconcile writes them on the
+      // Pod now, for the node's agent (the gateway waits for its answer).
+      if (claimed) return claimed === "egress" ? "reconcile" : "done";
       // No standby: back in line, to wait its turn for a cold start.
       return "requeue";
     }
@@ -149,14 +152,15 @@ export class ClaimReconciler {
   }
 
   /**
-   * The warm claim: true when the box now runs on a standby. Its urgent part is two writes, the
+   * The warm claim: truthy when the box now runs on a standby (`egress` when its egress rules
+   * are not the standby's). Its urgent part is two writes, the
    * standby's Pod and then the box status, with no read. The rest ({@link #finishClaim}) waits
    * until claims are quiet and runs before anything else the box's lane does. Until then the box
    * is safe without it: deleting the box takes the standby's Pod, and the pool removes the PVCs
    * it leaves; deleting the pool leaves the PVCs, which the claimed Pod also owns; a restart
    * reconciles every box, which finishes the claim from what it reads.
    */
-  async #claim(key: string, box: PodBox, since: number): Promise<boolean> {
+  async #claim(key: string, box: PodBox, since: number): Promise<false | "claimed" | "egress"> {
     const { boxes, claims, client, pools } = this.deps;
     const namespace = box.metadata!.namespace!;
     const pool = box.spec!.warmPoolRef!;
@@ -179,7 +183,7 @@ export class ClaimReconciler {
     claimDuration.observe((performance.now() - since) / 1000);
     countTransition("WarmPoolClaimed", { namespace, pool });
     claims.claimed(key, { box, standby });
-    return true;
+    return claimedEgress(box, current) === standby.egress ? "claimed" : "egress";
   }
 
   /**

@@ -1,3 +1,4 @@
+import { ANNOTATION_EGRESS, ANNOTATION_EGRESS_APPLIED } from "../network/egress-agent";
 import type { V1Pod } from "@kubernetes/client-node";
 import {
   ANNOTATION_PODD_IMAGE,
@@ -24,6 +25,9 @@ export type Standby = {
   workspacePVCName: string;
   /** The podd its fill left on the rootfs volume (the webhook's annotation). */
   poddImage?: string;
+  /** Its egress rules (its template's) and its node's answer (network/egress-agent.ts). */
+  egress?: string;
+  egressApplied?: string;
 };
 
 /**
@@ -108,6 +112,12 @@ export class StandbyIndex {
       workspacePVCName: claim("workspace"),
       ...(meta.annotations?.[ANNOTATION_PODD_IMAGE]
         ? { poddImage: meta.annotations[ANNOTATION_PODD_IMAGE] }
+        : {}),
+      ...(meta.annotations?.[ANNOTATION_EGRESS] !== undefined
+        ? { egress: meta.annotations[ANNOTATION_EGRESS] }
+        : {}),
+      ...(meta.annotations?.[ANNOTATION_EGRESS_APPLIED] !== undefined
+        ? { egressApplied: meta.annotations[ANNOTATION_EGRESS_APPLIED] }
         : {}),
     });
     this.#pools.set(objectKey(ns, pool), members);

@@ -1,3 +1,5 @@
+import { egressAnnotations } from "../manifests/pod";
+import { ANNOTATION_EGRESS } from "../network/egress-agent";
 import type { a } from "pepr";
 import type { PodWarmPool } from "../api/kinds";
 import type { PodWarmPoolStatus } from "../api/podwarmpool";
@@ -132,7 +134,13 @@ export class PoolReconciler {
       const o = await observePool(client, pool, this.deps.clock(), this.deps.seeds);
       if (o.templateHash && o.template) {
         const { name, spec } = o.template;
-        this.#templates.set(key, { hash: o.templateHash, name, envdPort: spec.envdPort });
+        const egress = egressAnnotations(undefined, spec)?.[ANNOTATION_EGRESS];
+        this.#templates.set(key, {
+          hash: o.templateHash,
+          name,
+          envdPort: spec.envdPort,
+          ...(egress !== undefined ? { egress } : {}),
+        });
       }
       const recheckInMs = this.#followDemand(key, o);
       const plan = decidePool(o);

@@ -35,8 +35,9 @@ type Ruleset struct {
 
 // Apply replaces the table with the ruleset; it needs CAP_NET_ADMIN in the namespace.
 //
-//   - prerouting (nat): a policed sandbox's TCP outside the cluster is redirected to the proxy,
-//     to the listener of its port class;
+//   - prerouting (nat): the TCP outside the cluster of a sandbox that may reach domains is
+//     redirected to the proxy, to the listener of its port class (only the proxy sees names);
+//     a sandbox whose rules are addresses alone is decided in the table, at the kernel's speed;
 //   - input and forward (filter): replies pass; the proxy's ports take only redirected connections
 //     of policed sandboxes; every other new packet of a policed sandbox is decided by its allowed
 //     and denied addresses (E2B's order), and refused when denied.
@@ -59,11 +60,18 @@ func (r Ruleset) Apply(conn *nftables.Conn) error {
 	slices.SortFunc(addrs, netip.Addr.Compare)
 
 	policed := &nftables.Set{Table: table, Name: "policed", KeyType: nftables.TypeIPAddr}
-	var elems []nftables.SetElement
+	byName := &nftables.Set{Table: table, Name: "by_name", KeyType: nftables.TypeIPAddr}
+	var all, named []nftables.SetElement
 	for _, a := range addrs {
-		elems = append(elems, nftables.SetElement{Key: a.AsSlice()})
+		all = append(all, nftables.SetElement{Key: a.AsSlice()})
+		if len(r.Sandboxes[a].AllowDomains) > 0 {
+			named = append(named, nftables.SetElement{Key: a.AsSlice()})
+		}
 	}
-	if err := conn.AddSet(policed, elems); err != nil {
+	if err := conn.AddSet(policed, all); err != nil {
+		return err
+	}
+	if err := conn.AddSet(byName, named); err != nil {
 		return err
 	}
 	cluster, err := addIntervalSet(conn, table, "cluster", r.Cluster)
@@ -74,7 +82,7 @@ func (r Ruleset) Apply(conn *nftables.Conn) error {
 	nat := conn.AddChain(&nftables.Chain{Name: "redirect", Table: table, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest})
 	for _, to := range []struct{ dport, port uint16 }{{80, r.Ports.HTTP}, {443, r.Ports.TLS}, {0, r.Ports.Other}} {
-		exprs := slices.Concat(sourceIn(policed), destinationIn(cluster, true), isTCP())
+		exprs := slices.Concat(sourceIn(byName), destinationIn(cluster, true), isTCP())
 		if to.dport != 0 {
 			exprs = append(exprs, destinationPort(to.dport)...)
 		}

@@ -200,8 +200,8 @@ func TestFirewall(t *testing.T) {
 		}
 	}
 
-	// An allow-list: one host, by address, for TCP through the proxy and for UDP in the table.
-	apply(&Spec{AllowOut: []string{"203.0.113.10"}, DenyOut: []string{AllTraffic}})
+	// An allow-list with a domain: TCP through the proxy, UDP in the table.
+	apply(&Spec{AllowOut: []string{"203.0.113.10", "a.test"}, DenyOut: []string{AllTraffic}})
 	expect("http 203.0.113.10:80", "host 203.0.113.10")
 	expect("http 203.0.113.11:80", "error")
 	expect("udp 203.0.113.10:5353", "echo ping")
@@ -216,12 +216,19 @@ func TestFirewall(t *testing.T) {
 	}
 	mu.Unlock()
 
-	// A change while running: now a deny-list of the other host.
+	// A change while running: now a deny-list of the other host, decided in the table alone:
+	// refused before any handshake, and the proxy sees nothing.
 	apply(&Spec{DenyOut: []string{"203.0.113.11/32"}})
 	expect("http 203.0.113.10:80", "host 203.0.113.10")
-	expect("http 203.0.113.11:80", "error")
+	expect("tcp 203.0.113.11:80", "error")
 	expect("udp 203.0.113.11:5353", "error")
 	expect("tcp 10.99.0.1:80", "connected")
+	expect("tcp 10.99.0.1:15080", "error")
+	mu.Lock()
+	if len(refusals) != 1 {
+		t.Errorf("the proxy saw a sandbox without domains: %q", refusals)
+	}
+	mu.Unlock()
 
 	// No policy: the sandbox is not redirected, and reaches both.
 	apply(nil)

@@ -71,6 +71,18 @@ async function fetchOut(sbx: Sandbox, url: string, curlArgs = "", user?: "root")
 const seenAt = (seen: Awaited<ReturnType<typeof fetchOut>>) =>
   seen === "refused" ? seen : seen.address;
 
+/**
+ * Waits until the sandbox reaches a URL it may reach: a new Pod's egress waits for the network
+ * plugin to admit it to its template's policy, as any Pod's does.
+ */
+async function reaches(sbx: Sandbox, url: string) {
+  for (let i = 0; i < 30; i++) {
+    if ((await fetchOut(sbx, url, "--max-time 1")) !== "refused") return;
+    await new Promise(r => setTimeout(r, 500));
+  }
+  throw new Error(`${sbx.sandboxId} never reached ${url}`);
+}
+
 describe.each(["gvisor", "runc"])("an allow-list of domains, under %s", template => {
   let sbx: Sandbox;
   beforeAll(async () => {
@@ -78,6 +90,7 @@ describe.each(["gvisor", "runc"])("an allow-list of domains, under %s", template
       ...opts,
       network: { allowOut: [A, `*.${B}`], denyOut: [ALL_TRAFFIC] },
     });
+    await reaches(sbx, `http://${A}/`);
   }, 120_000);
   afterAll(() => sbx?.kill());
 
@@ -116,6 +129,7 @@ describe("a sandbox's rules changed while it runs (PUT /network)", () => {
   let sbx: Sandbox;
   beforeAll(async () => {
     sbx = await Sandbox.create("gvisor", opts);
+    await reaches(sbx, `http://${B}/`);
   }, 120_000);
   afterAll(() => sbx?.kill());
 
@@ -144,6 +158,7 @@ describe("a template's rules", () => {
     try {
       const box: Obj = (await kube.get(paths.podboxes(ns, claimed.sandboxId))).body;
       expect(box.status.reason).toBe("WarmPoolClaimed");
+      await reaches(claimed, `http://${A}/`);
       expect(await fetchOut(claimed, `http://${B}/`)).toBe("refused");
       expect(seenAt(await fetchOut(claimed, `http://${A}/`))).toBe(PUBLIC_IP);
     } finally {
@@ -154,6 +169,7 @@ describe("a template's rules", () => {
       network: { denyOut: [`${PUBLIC_IP}/32`] },
     });
     try {
+      await reaches(own, `http://${B}/`);
       expect(await fetchOut(own, `http://${A}/`)).toBe("refused");
       expect(seenAt(await fetchOut(own, `http://${B}/`))).toBe(PUBLIC_IP_B);
     } finally {

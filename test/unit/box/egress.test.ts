@@ -7,6 +7,9 @@ import {
   egressDigest,
 } from "../../../capabilities/network/egress-agent";
 import { buildStandby } from "../../../capabilities/manifests/standby";
+import { claimedEgress, claimedStatus } from "../../../capabilities/claim/decide";
+import type { Standby } from "../../../capabilities/claim/standby-index";
+import type { PodBox } from "../../../capabilities/api/kinds";
 import { OWNER, template } from "../fixtures";
 
 const ALLOW_LIST = { allowOut: ["a.internet.test"], denyOut: ["0.0.0.0/0"] };
@@ -163,5 +166,39 @@ describe("a box's egress rules, for the node egress agent", () => {
       }).pod.metadata?.annotations?.[ANNOTATION_EGRESS];
     expect(standby(TEMPLATE_RULES)).toBe(JSON.stringify(TEMPLATE_RULES));
     expect(standby()).toBeUndefined();
+  });
+
+  it("of a warm claim are reported by the claim itself, and differ from the standby's only by its own", () => {
+    const templateEgress = JSON.stringify(TEMPLATE_RULES);
+    const pool = { name: "python", envdPort: 49983, egress: templateEgress };
+    const standby: Standby = {
+      namespace: "ns",
+      pool: "p",
+      name: "p-x",
+      resourceVersion: "7",
+      uid: "u",
+      podIP: "198.18.0.9",
+      rootfsPVCName: "p-x-rootfs-g1",
+      workspacePVCName: "p-x-workspace",
+      egress: templateEgress,
+      egressApplied: egressDigest(templateEgress),
+    };
+    const box = (spec: object) =>
+      ({ metadata: { name: "b", generation: 1 }, spec: { warmPoolRef: "p", ...spec } }) as PodBox;
+    const conditionOf = (b: PodBox) =>
+      claimedStatus(b, standby, pool, "2026-12-07T10:00:00Z").conditions?.find(
+        c => c.type === EGRESS_CONDITION,
+      );
+    expect(claimedEgress(box({}), pool)).toBe(templateEgress);
+    expect(conditionOf(box({}))).toMatchObject({ status: "True", reason: "Enforced" });
+    const own = box({ network: ALLOW_LIST });
+    expect(claimedEgress(own, pool)).toBe(ALLOW_LIST_JSON);
+    expect(conditionOf(own)).toMatchObject({ status: "False", reason: "Updating" });
+    expect(claimedEgress(box({}), { name: "python", envdPort: 49983 })).toBeUndefined();
+    expect(conditionOf(box({}))).toBeDefined();
+    expect(
+      claimedStatus(box({}), standby, { name: "python", envdPort: 1 }, "2026-12-07T10:00:00Z")
+        .conditions,
+    ).toHaveLength(1);
   });
 });
