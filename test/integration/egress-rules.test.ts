@@ -1,6 +1,9 @@
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
+import { readFileSync } from "node:fs";
+import { join } from "node:path";
 import { ALL_TRAFFIC, CommandExitError, Sandbox } from "e2b";
-import { Kube, Obj, paths } from "../../testkit/kube";
+import { CLUSTER_DIR, Kube, Obj, paths, ROOT } from "../../testkit/kube";
 import { podAPIKey, podTemplate, realTemplate } from "../../testkit/objects";
 
 /*
@@ -145,6 +148,59 @@ describe("a sandbox's rules changed while it runs (PUT /network)", () => {
     await sbx.updateNetwork({});
     expect(seenAt(await fetchOut(sbx, `http://${B}/`))).toBe(PUBLIC_IP_B);
   });
+});
+
+describe("the node egress agent killed", () => {
+  it("leaves its node's rules holding, failing closed, and converges when it is back", async () => {
+    const byName = await Sandbox.create("runc", {
+      ...opts,
+      network: { allowOut: [A], denyOut: [ALL_TRAFFIC] },
+    });
+    const byAddress = await Sandbox.create("runc", {
+      ...opts,
+      network: { denyOut: [`${PUBLIC_IP_B}/32`] },
+    });
+    try {
+      await reaches(byName, `http://${A}/`);
+      await reaches(byAddress, `http://${A}/`);
+      const pid = Number(readFileSync(join(CLUSTER_DIR, "pids", "egress-agent.pid"), "utf8"));
+      process.kill(-pid, "SIGKILL");
+      // Its table stays: addresses are still decided, and what needs its proxy finds none.
+      expect(await fetchOut(byAddress, `http://${B}/`)).toBe("refused");
+      expect(seenAt(await fetchOut(byAddress, `http://${A}/`))).toBe(PUBLIC_IP);
+      expect(await fetchOut(byName, `http://${A}/`)).toBe("refused");
+      execFileSync("bash", [join(ROOT, "local-cluster", "real-node.sh"), "egress-agent", "on"], {
+        stdio: "ignore",
+      });
+      await reaches(byName, `http://${A}/`);
+      expect(await fetchOut(byName, `http://${B}/`)).toBe("refused");
+      expect(await fetchOut(byAddress, `http://${B}/`)).toBe("refused");
+      // And it serves a change again.
+      await byAddress.updateNetwork({});
+      expect(seenAt(await fetchOut(byAddress, `http://${B}/`))).toBe(PUBLIC_IP_B);
+    } finally {
+      execFileSync("bash", [join(ROOT, "local-cluster", "real-node.sh"), "egress-agent", "on"], {
+        stdio: "ignore",
+      });
+      await Promise.all([byName.kill(), byAddress.kill()]);
+    }
+  }, 240_000);
+});
+
+describe("a paused sandbox's rules", () => {
+  it("change for its resume", async () => {
+    const sbx = await Sandbox.create("runc", opts);
+    try {
+      await reaches(sbx, `http://${B}/`);
+      await sbx.pause();
+      await Sandbox.updateNetwork(sbx.sandboxId, { denyOut: [`${PUBLIC_IP_B}/32`] }, opts);
+      const resumed = await Sandbox.connect(sbx.sandboxId, opts);
+      await reaches(resumed, `http://${A}/`);
+      expect(await fetchOut(resumed, `http://${B}/`)).toBe("refused");
+    } finally {
+      await sbx.kill();
+    }
+  }, 180_000);
 });
 
 describe("a template's rules", () => {
