@@ -4,42 +4,33 @@ import (
 	"context"
 	"errors"
 	"net"
-	"os"
 	"os/exec"
 	"syscall"
 	"testing"
 	"time"
+
+	"cubepod.local/podd/internal/netnstest"
 )
 
-// inNetns re-runs the test in a network namespace of its own (unshare), with lo up and a veth
-// pair on 203.0.113.2/24, whose other addresses nobody answers: the kernel's rules are tried for
-// real without touching the machine's network.
+// inNetns re-runs the test in a network namespace of its own (netnstest), with lo up and a veth
+// pair on 203.0.113.2/24, whose other addresses nobody answers.
 func inNetns(t *testing.T) bool {
 	t.Helper()
-	if os.Getenv("CUBEPOD_TEST_NETNS") == t.Name() {
-		for _, args := range [][]string{
-			{"link", "set", "lo", "up"},
-			{"link", "add", "v0", "type", "veth", "peer", "name", "v1"},
-			{"addr", "add", "203.0.113.2/24", "dev", "v0"},
-			{"link", "set", "v0", "up"},
-			{"link", "set", "v1", "up"},
-		} {
-			if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
-				t.Fatalf("ip %v: %v: %s", args, err, out)
-			}
+	if !netnstest.Enter(t) {
+		return false
+	}
+	for _, args := range [][]string{
+		{"link", "set", "lo", "up"},
+		{"link", "add", "v0", "type", "veth", "peer", "name", "v1"},
+		{"addr", "add", "203.0.113.2/24", "dev", "v0"},
+		{"link", "set", "v0", "up"},
+		{"link", "set", "v1", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v: %s", args, err, out)
 		}
-		return true
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	cmd := exec.Command("unshare", "--net", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
-	cmd.Env = append(os.Environ(), "CUBEPOD_TEST_NETNS="+t.Name())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("in its network namespace: %v\n%s", err, out)
-	}
-	return false
+	return true
 }
 
 // dial connects to addr from a socket with the mark (0: none); nil when the SYN left (nobody

@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+
+	"cubepod.local/podd/internal/netnstest"
 )
 
 func TestMain(m *testing.M) {
@@ -101,7 +103,7 @@ func TestMergeRanges(t *testing.T) {
 // behind a veth pair and two hosts of the internet on its loopback interface; the sandbox's traffic
 // meets the agent's table and proxy for real.
 func TestFirewall(t *testing.T) {
-	if !inNetns(t) {
+	if !netnstest.Enter(t) {
 		return
 	}
 	sandboxPid := setUpNode(t)
@@ -281,23 +283,4 @@ func setUpNode(t *testing.T) int {
 		}
 	}
 	return sleeper.Process.Pid
-}
-
-// inNetns re-runs the test in a network namespace of its own (unshare), so that the kernel's rules
-// are tried for real without touching the machine's network.
-func inNetns(t *testing.T) bool {
-	t.Helper()
-	if os.Getenv("CUBEPOD_TEST_NETNS") == t.Name() {
-		return true
-	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	cmd := exec.Command("unshare", "--net", os.Args[0], "-test.run=^"+t.Name()+"$", "-test.v")
-	cmd.Env = append(os.Environ(), "CUBEPOD_TEST_NETNS="+t.Name())
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("in its network namespace: %v\n%s", err, out)
-	}
-	return false
 }

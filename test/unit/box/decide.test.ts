@@ -1,76 +1,15 @@
 import { describeAction } from "../../../capabilities/kit/object-actions";
-import { podBoxSpecSchema, PodBoxStatus } from "../../../capabilities/api/podbox";
+import type { PodBoxStatus } from "../../../capabilities/api/podbox";
 import { decideBox, readsFromCache } from "../../../capabilities/box/decide";
-import type { BoxObservation, ObservedPod, ObservedPVC } from "../../../capabilities/box/types";
+import type { ObservedPod, ObservedPVC } from "../../../capabilities/box/types";
 import {
   claimedStatus as statusOfClaim,
   claimPatch,
   mayClaim,
 } from "../../../capabilities/claim/decide";
 import { template } from "../fixtures";
+import { EARLIER, NOW, obs, pod, pvc, VOLUMES } from "./observation";
 
-const NOW = "2026-11-30T10:00:00Z";
-const EARLIER = "2026-11-30T09:00:00Z";
-
-function obs(over: {
-  spec?: Record<string, unknown>;
-  status?: PodBoxStatus;
-  deleting?: boolean;
-  activity?: string;
-  template?: BoxObservation["template"] | null;
-  pods?: ObservedPod[];
-  pvcs?: ObservedPVC[];
-  parent?: BoxObservation["parent"];
-  conflict?: BoxObservation["conflict"];
-  tenantDefault?: BoxObservation["tenantDefault"];
-}): BoxObservation {
-  return {
-    box: {
-      name: "box",
-      namespace: "ns",
-      uid: "uid-1",
-      generation: 4,
-      spec: podBoxSpecSchema.parse({ templateRef: "python", ...over.spec }),
-      status: over.status ?? {},
-      deleting: over.deleting ?? false,
-      lastActivityAnnotation: over.activity,
-    },
-    template: over.template === null ? undefined : (over.template ?? template()),
-    pods: over.pods ?? [],
-    pvcs: over.pvcs ?? [],
-    parent: over.parent,
-    conflict: over.conflict,
-    ...(over.tenantDefault ? { tenantDefault: over.tenantDefault } : {}),
-    now: NOW,
-  };
-}
-
-const pvc = (name: string, extra: Partial<ObservedPVC> = {}): ObservedPVC => {
-  const rootfs = name.includes("-rootfs-g");
-  return {
-    name,
-    role: rootfs ? "rootfs" : "workspace",
-    generation: rootfs ? Number(name.split("-g").pop()) : undefined,
-    deleting: false,
-    owner: "this",
-    retained: false,
-    copied: false,
-    ...extra,
-  };
-};
-const VOLUMES = [pvc("box-workspace"), pvc("box-rootfs-g1")];
-const pod = (extra: Partial<ObservedPod> = {}): ObservedPod => ({
-  name: "box",
-  uid: "pod-uid-1",
-  phase: "Running",
-  podIP: "127.64.0.7",
-  ready: true,
-  deleting: false,
-  rootfsClaim: "box-rootfs-g1",
-  workspaceClaim: "box-workspace",
-  restarts: 0,
-  ...extra,
-});
 /** The PVCs the plan's new Pod mounts, in its volumes' order; none without a new Pod. */
 const podClaims = (p: ReturnType<typeof decideBox>) => {
   const created = p.actions.find(a => a.type === "createPod");

@@ -1,4 +1,4 @@
-import { podBoxSpecSchema, type PodBoxStatus } from "../../../capabilities/api/podbox";
+import type { PodBoxStatus } from "../../../capabilities/api/podbox";
 import { decideBox } from "../../../capabilities/box/decide";
 import type { BoxObservation, ObservedPod } from "../../../capabilities/box/types";
 import {
@@ -11,66 +11,26 @@ import { claimedEgress, claimedStatus } from "../../../capabilities/claim/decide
 import type { Standby } from "../../../capabilities/claim/standby-index";
 import type { PodBox } from "../../../capabilities/api/kinds";
 import { OWNER, template } from "../fixtures";
+import { obs as observation, pod, VOLUMES } from "./observation";
 
 const ALLOW_LIST = { allowOut: ["a.internet.test"], denyOut: ["0.0.0.0/0"] };
 const ALLOW_LIST_JSON = JSON.stringify(ALLOW_LIST);
 const TEMPLATE_RULES = { denyOut: ["198.19.0.11"] };
 
-function obs(over: {
+/** A box on its volumes, its template with the rules given, the node egress agent running. */
+const obs = (over: {
   spec?: Record<string, unknown>;
-  status?: PodBoxStatus;
   pods?: ObservedPod[];
   templateNetwork?: Record<string, unknown>;
   egressAgent?: boolean;
-}): BoxObservation {
-  return {
-    box: {
-      name: "box",
-      namespace: "ns",
-      uid: "uid-1",
-      generation: 4,
-      spec: podBoxSpecSchema.parse({ templateRef: "python", ...over.spec }),
-      status: over.status ?? {},
-      deleting: false,
-    },
+}): BoxObservation =>
+  observation({
+    spec: over.spec,
+    pods: over.pods,
+    pvcs: VOLUMES,
     template: template(over.templateNetwork ? { network: over.templateNetwork } : {}),
-    pods: over.pods ?? [],
-    pvcs: [
-      {
-        name: "box-workspace",
-        role: "workspace",
-        deleting: false,
-        owner: "this",
-        retained: false,
-        copied: false,
-      },
-      {
-        name: "box-rootfs-g1",
-        role: "rootfs",
-        generation: 1,
-        deleting: false,
-        owner: "this",
-        retained: false,
-        copied: false,
-      },
-    ],
-    now: "2026-12-07T10:00:00Z",
     egressAgent: over.egressAgent ?? true,
-  };
-}
-
-const pod = (extra: Partial<ObservedPod> = {}): ObservedPod => ({
-  name: "box",
-  uid: "pod-uid-1",
-  phase: "Running",
-  podIP: "198.18.0.7",
-  ready: true,
-  deleting: false,
-  rootfsClaim: "box-rootfs-g1",
-  workspaceClaim: "box-workspace",
-  restarts: 0,
-  ...extra,
-});
+  });
 
 const egressCondition = (status: PodBoxStatus) =>
   status.conditions?.find(c => c.type === EGRESS_CONDITION);
