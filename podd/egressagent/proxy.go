@@ -56,6 +56,8 @@ type Proxy struct {
 	PeekTimeout time.Duration
 	// Log is told each refusal (nil: the standard logger).
 	Log func(format string, args ...any)
+	// Metrics counts its decisions (nil: none).
+	Metrics *Metrics
 }
 
 // Serve accepts connections of one port class until the listener closes.
@@ -84,6 +86,7 @@ func (p *Proxy) handle(conn net.Conn, class PortClass) {
 	}
 	policy, ok := p.Policy(src)
 	if !ok {
+		p.Metrics.decided(false, "unknown", class)
 		p.logf("egress: %s is not a sandbox this node polices; closed", src)
 		return
 	}
@@ -112,6 +115,7 @@ func (p *Proxy) handle(conn net.Conn, class PortClass) {
 		_ = conn.SetReadDeadline(time.Time{})
 	}
 	allowed, match := policy.Verdict(host, dst.Addr())
+	p.Metrics.decided(allowed, match, class)
 	if !allowed {
 		p.logf("egress: refused %s -> %s (host %q, by %s)", src, dst, host, match)
 		return

@@ -12,11 +12,17 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // proxyFor serves one port class on loopback for the sandbox 127.0.0.1 with the policy, as if
 // each connection had been redirected from dst.
 func proxyFor(t *testing.T, class PortClass, policy *Policy, dst netip.AddrPort, neverByName ...string) string {
+	return proxyWith(t, nil, class, policy, dst, neverByName...)
+}
+
+func proxyWith(t *testing.T, metrics *Metrics, class PortClass, policy *Policy, dst netip.AddrPort, neverByName ...string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -33,6 +39,7 @@ func proxyFor(t *testing.T, class PortClass, policy *Policy, dst netip.AddrPort,
 		OriginalDestination: func(net.Conn) (netip.AddrPort, error) { return dst, nil },
 		PeekTimeout:         time.Second,
 		Log:                 t.Logf,
+		Metrics:             metrics,
 	}
 	for _, n := range neverByName {
 		p.NeverByName = append(p.NeverByName, netip.MustParsePrefix(n))
@@ -170,5 +177,22 @@ func TestProxyOtherPortsByAddressServerFirst(t *testing.T) {
 	denied := mustParse(t, Spec{DenyOut: []string{"127.0.0.0/8"}})
 	if got, _ := banner(proxyFor(t, ClassOther, denied, dst)); got != "" {
 		t.Fatalf("a denied address answered: %q", got)
+	}
+}
+
+func TestProxyCountsItsDecisions(t *testing.T) {
+	server := httptest.NewServer(http.HandlerFunc(echoHost))
+	defer server.Close()
+	m := NewMetrics()
+	policy := mustParse(t, Spec{AllowOut: []string{"localhost"}, DenyOut: []string{AllTraffic}})
+	proxy := proxyWith(t, m, ClassHTTP, policy, unreachable(addrPort(t, server.URL).Port()))
+	_, _ = getVia(proxy, "localhost", false)
+	_, _ = getVia(proxy, "other.test", false)
+	_, _ = getVia(proxy, "other.test", false)
+	count := func(verdict, match string) float64 {
+		return testutil.ToFloat64(m.connections.WithLabelValues(verdict, match, "http"))
+	}
+	if count("allowed", "domain") != 1 || count("refused", "cidr") != 2 {
+		t.Errorf("allowed %v, refused %v", count("allowed", "domain"), count("refused", "cidr"))
 	}
 }

@@ -30,6 +30,8 @@ type Agent struct {
 	Ports     Ports
 	Cluster   []netip.Prefix
 	Resolvers []netip.Prefix
+	// Metrics counts its table's writes (nil: none).
+	Metrics *Metrics
 
 	policies atomic.Pointer[map[netip.Addr]Policy]
 	applied  string
@@ -105,7 +107,20 @@ func (a *Agent) reconcile(ctx context.Context, pods []*corev1.Pod) error {
 		if err != nil {
 			return fmt.Errorf("netlink: %w", err)
 		}
-		if err := (Ruleset{Ports: a.Ports, Cluster: a.Cluster, Sandboxes: plan.Sandboxes}).Apply(conn); err != nil {
+		start := time.Now()
+		err = (Ruleset{Ports: a.Ports, Cluster: a.Cluster, Sandboxes: plan.Sandboxes}).Apply(conn)
+		if a.Metrics != nil {
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			a.Metrics.applies.WithLabelValues(result).Inc()
+			a.Metrics.applyTime.Observe(time.Since(start).Seconds())
+			if err == nil {
+				a.Metrics.policed.Set(float64(len(plan.Sandboxes)))
+			}
+		}
+		if err != nil {
 			return err
 		}
 		a.policies.Store(&plan.Sandboxes)

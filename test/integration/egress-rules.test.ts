@@ -20,6 +20,7 @@ const PUBLIC_IP = process.env.CUBEPOD_PUBLIC_IP ?? "198.19.0.10";
 const PUBLIC_IP_B = process.env.CUBEPOD_PUBLIC_IP_B ?? "198.19.0.11";
 const DOMAIN = process.env.CUBEPOD_INTERNET_DOMAIN ?? "internet.test";
 const NODE_IP = process.env.CUBEPOD_REAL_GATEWAY_IP ?? "198.18.0.1";
+const AGENT_METRICS = `http://127.0.0.1:${process.env.CUBEPOD_EGRESS_AGENT_HEALTH_PORT ?? 10270}/metrics`;
 const A = `a.${DOMAIN}`;
 const B = `b.${DOMAIN}`;
 const SIZE = "64Mi";
@@ -116,6 +117,11 @@ describe.each(["gvisor", "runc"])("an allow-list of domains, under %s", template
     expect(seenAt(await fetchOut(sbx, `http://${A}/`, `--resolve ${A}:80:${PUBLIC_IP_B}`))).toBe(
       PUBLIC_IP,
     );
+    // The agent counts what it refused.
+    const metrics = await (await fetch(AGENT_METRICS)).text();
+    const refused =
+      /^cubepod_egress_connections_total\{match="cidr",port="tls",verdict="refused"\} (\d+)/m;
+    expect(Number(refused.exec(metrics)?.[1])).toBeGreaterThanOrEqual(2);
   });
 
   it("cannot get round the agent as root, and resolves names", async () => {

@@ -13,7 +13,7 @@
 //	                               redirected, never dialed by name
 //	CUBEPOD_EGRESS_AGENT_PORTS     the proxy's ports for port 80, port 443 and the others
 //	                               (default 15080,15443,15001)
-//	CUBEPOD_EGRESS_AGENT_HEALTH    address of /healthz (default 127.0.0.1:15021)
+//	CUBEPOD_EGRESS_AGENT_HEALTH    address of /healthz and /metrics (default 127.0.0.1:15021)
 //	CUBEPOD_EGRESS_RESOLVERS       the sandboxes' DNS servers, comma-separated: allowed to a
 //	                               sandbox that may reach domains; the proxy resolves through the
 //	                               first (unset: the node's resolver)
@@ -36,6 +36,7 @@ import (
 	"time"
 
 	"github.com/google/nftables"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -86,8 +87,9 @@ func main() {
 		fail("%v", err)
 	}
 
-	agent := &egressagent.Agent{Client: client, Node: node, Ports: ports, Cluster: cluster, Resolvers: resolvers}
-	proxy := &egressagent.Proxy{Policy: agent.Policy, NeverByName: cluster}
+	metrics := egressagent.NewMetrics()
+	agent := &egressagent.Agent{Client: client, Node: node, Ports: ports, Cluster: cluster, Resolvers: resolvers, Metrics: metrics}
+	proxy := &egressagent.Proxy{Policy: agent.Policy, NeverByName: cluster, Metrics: metrics}
 	if raw := os.Getenv("CUBEPOD_EGRESS_AGENT_SOURCE"); raw != "" {
 		if proxy.Source, err = netip.ParseAddr(raw); err != nil {
 			fail("CUBEPOD_EGRESS_AGENT_SOURCE: %q is not an address", raw)
@@ -130,6 +132,7 @@ func main() {
 			}
 			_, _ = w.Write([]byte("ok\n"))
 		})
+		mux.Handle("GET /metrics", promhttp.HandlerFor(metrics.Registry, promhttp.HandlerOpts{}))
 		fail("health: %v", http.ListenAndServe(health, mux))
 	}()
 
