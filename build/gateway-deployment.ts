@@ -40,6 +40,8 @@ export type GatewayDeploymentInput = {
    * call it given only the domain.
    */
   tlsSecretName?: string;
+  /** The cluster runs the node egress agent: E2B's allowOut and denyOut are served. */
+  egressAgent?: boolean;
   /** Where its Pods may run, as the module's own Deployments take from the chart's values. */
   nodeSelector?: Record<string, string>;
   tolerations?: Record<string, string>[];
@@ -156,6 +158,10 @@ export function gatewayDeployment(input: GatewayDeploymentInput): Record<string,
                   { name: "CUBEPOD_GATEWAY_PORT", value: String(PORT) },
                   { name: "CUBEPOD_GATEWAY_METRICS_PORT", value: String(METRICS_PORT) },
                   { name: "CUBEPOD_GATEWAY_DOMAIN", value: input.domain },
+                  {
+                    name: "CUBEPOD_GATEWAY_EGRESS_AGENT",
+                    value: input.egressAgent ? "enabled" : "disabled",
+                  },
                   // Made by the module at its first start: until then the kubelet holds the
                   // container back, and a rotation (docs/deploy.md) restarts the Pods.
                   {
@@ -285,6 +291,10 @@ export function gatewayChartTemplate(
         line
           .replace(/^(\s*replicas: )-1$/, "$1{{ .Values.gateway.replicas }}")
           .replace(/^(\s*value: )"?@@domain@@"?$/, "$1{{ .Values.gateway.domain | quote }}")
+          .replace(
+            /^(\s*value: )"?disabled"?$/,
+            '$1{{ ternary "enabled" "disabled" .Values.egressAgent.enabled | quote }}',
+          )
           .replace(/^(\s*secretName: )"?@@tlsSecret@@"?$/, "$1{{ .Values.gateway.tls.secretName }}")
           .replace(/^(\s*image: ).*$/, "$1{{ .Values.watcher.image }}")
           .replace(/^(\s*)nodeSelector:$/, (_, i: string) => fromValues(i, "nodeSelector"))

@@ -5,6 +5,8 @@
 #   podd-injector.tar  podd-init, podd and cubepod-egress (podd/, static Go programs) in
 #                      /opt/cubepod/bin, the copy program of `forkStrategy: Copy`, Debian's mke2fs
 #                      (Block mode) with its libraries, and busybox for `cp`
+#   egress-agent.tar   the node egress agent (podd/cmd/cubepod-egress-agent), for the chart's
+#                      DaemonSet
 #   base.tar           a sandbox's own image like E2B's `base`: Debian with bash, Python, git,
 #                      curl and sudo, the user `user` (base-image.sh)
 set -euo pipefail
@@ -32,6 +34,17 @@ for lib in $(ldd "$mke2fs" | grep -o '/[^ ]*'); do cp -L "$lib" "$bin/mke2fs/"; 
 busybox_root "$work/injector"
 oci_archive "$work/injector" '["/bin/sh"]' "$out/podd-injector.tar"
 echo "$out/podd-injector.tar"
+
+# The node egress agent (podd/egressagent): its static program alone, run by the chart's
+# DaemonSet in each node's network namespace.
+agent=$work/egress-agent
+mkdir -p "$agent/usr/local/bin"
+(cd "$ROOT/podd" && GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false \
+  GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build \
+  go build -trimpath -ldflags "-s -w" -o "$agent/usr/local/bin/" ./cmd/cubepod-egress-agent) ||
+  die "building the egress agent failed"
+oci_archive "$agent" '["/usr/local/bin/cubepod-egress-agent"]' "$out/egress-agent.tar"
+echo "$out/egress-agent.tar"
 
 base=$(bash "$ROOT/build/base-image.sh" | tail -1) || die "building the base image failed"
 cp "$base" "$out/base.tar"

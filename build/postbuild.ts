@@ -10,6 +10,8 @@
  *    module's rights to make the gateway's token key at its first start (no key is built in);
  *  - the Helm chart's `images.registry` and `images.tag` name the podd injector every template
  *    without one gets (injector-image.ts);
+ *  - the Helm chart installs the node egress agent when `egressAgent.enabled`, and tells the
+ *    module and the gateway (egress-agent.ts);
  *  - the Helm chart's watcher count is a value, `watcher.replicas`, which also sets its shards
  *    (watcher-shards.ts);
  *  - the Helm chart's description is quoted (Pepr writes it bare, and ours has a colon);
@@ -38,6 +40,7 @@ import {
   withoutKeys,
   withoutKeyValues,
 } from "./admission-keys";
+import { addEgressAgentInChart } from "./egress-agent";
 import { addImagesInChart } from "./injector-image";
 import { exposeMetrics, exposeMetricsInChart } from "./metrics-exposure";
 import { scopeChartRbac, scopeModuleRbac } from "./module-rbac";
@@ -128,6 +131,12 @@ if (!exposeMetricsInChart(join(dist, `${uuid}-chart`))) {
 if (!addImagesInChart(join(dist, `${uuid}-chart`))) {
   console.error(
     "postbuild: the Helm chart's Deployments are not as Pepr writes them: no images values",
+  );
+  process.exit(1);
+}
+if (!addEgressAgentInChart(join(dist, `${uuid}-chart`))) {
+  console.error(
+    "postbuild: the Helm chart's Deployments are not as Pepr writes them: no egress agent values",
   );
   process.exit(1);
 }

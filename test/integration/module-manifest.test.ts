@@ -1,3 +1,5 @@
+import { EGRESS_AGENT_NAME, EGRESS_AGENT_RULES } from "../../build/egress-agent";
+import { DEFAULT_CLUSTER_NETWORKS } from "../../capabilities/config";
 import { execFileSync } from "node:child_process";
 import { X509Certificate } from "node:crypto";
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs";
@@ -250,6 +252,47 @@ describe("the Helm chart (npm run build), rendered by helm template", () => {
     );
     expect(() => docs("--set", "watcher.replicas=0")).toThrow(/minimum/);
     expect(() => docs("--set", "watcher.replicas=65")).toThrow(/maximum/);
+  });
+
+  it("installs the node egress agent when asked, least privileged, and tells the module and gateway", () => {
+    const agent = (rendered: Doc[]) =>
+      rendered.filter(d => d.metadata?.name === EGRESS_AGENT_NAME).map(d => d.kind);
+    const watcher = (rendered: Doc[]) =>
+      rendered.find(d => d.kind === "Deployment" && d.metadata.name === "pepr-cubepod-watcher")!;
+    const gateway = (rendered: Doc[]) =>
+      rendered.find(d => d.kind === "Deployment" && d.metadata.name === GATEWAY_NAME)!;
+    const off = docs();
+    expect(agent(off)).toEqual([]);
+    expect(env(watcher(off)).CUBEPOD_EGRESS_AGENT_ADDRESSES).toBeUndefined();
+    expect(env(gateway(off)).CUBEPOD_GATEWAY_EGRESS_AGENT).toBe("disabled");
+    expect(() => docs("--set", "egressAgent.enabled=true")).toThrow(/egressAgent.addresses/);
+
+    const on = docs(
+      "--set",
+      "egressAgent.enabled=true",
+      "--set",
+      "egressAgent.addresses={198.18.0.1/32}",
+      "--set",
+      "images.registry=registry.example/cubepod",
+    );
+    expect(agent(on)).toEqual(["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "DaemonSet"]);
+    expect(env(watcher(on)).CUBEPOD_EGRESS_AGENT_ADDRESSES).toBe("198.18.0.1/32");
+    expect(env(gateway(on)).CUBEPOD_GATEWAY_EGRESS_AGENT).toBe("enabled");
+    const role = on.find(d => d.kind === "ClusterRole" && d.metadata.name === EGRESS_AGENT_NAME)!;
+    expect(role.rules).toEqual(EGRESS_AGENT_RULES);
+    const pod = on.find(d => d.kind === "DaemonSet")!.spec.template.spec;
+    expect(pod).toMatchObject({ hostNetwork: true, serviceAccountName: EGRESS_AGENT_NAME });
+    const container = pod.containers[0];
+    expect(container.image).toMatch(/^registry\.example\/cubepod\/egress-agent:/);
+    expect(container.securityContext.capabilities).toEqual({ drop: ["ALL"], add: ["NET_ADMIN"] });
+    expect(env({ spec: { template: { spec: pod } } })).toMatchObject({
+      CUBEPOD_CLUSTER_NETWORKS: DEFAULT_CLUSTER_NETWORKS.join(","),
+      CUBEPOD_EGRESS_AGENT_HEALTH: "$(HOST_IP):15021",
+    });
+    // The API server takes it.
+    expect(dryRun(on.filter(d => d.metadata?.name === EGRESS_AGENT_NAME))).toContain(
+      `daemonset.apps/${EGRESS_AGENT_NAME}-dryrun created (server dry run)`,
+    );
   });
 
   it("has the gateway, its replicas and domain from values, the same code as the module YAML", () => {
