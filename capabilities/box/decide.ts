@@ -2,7 +2,7 @@ import { DEFAULT_ENVD_PORT } from "../api/common";
 import { PROBLEM_REASONS } from "../api/podbox";
 import type { PodBoxPhase, PodBoxReason, PodBoxStatus } from "../api/podbox";
 import { buildBoxPod, egressAnnotations, egressLabels } from "../manifests/pod";
-import { ANNOTATION_EGRESS, EGRESS_CONDITION, egressState } from "../network/egress-agent";
+import { ANNOTATION_EGRESS, EGRESS_CONDITION, egressCondition } from "../network/egress-agent";
 import { buildBoxPVCs } from "../manifests/pvcs";
 import { buildCopyPod, CopyPodInput } from "../manifests/copy-pod";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
@@ -623,26 +623,6 @@ function wantedEgress(o: BoxObservation): string | undefined {
   return egressAnnotations(o.box.spec, o.template.spec)?.[ANNOTATION_EGRESS];
 }
 
-/**
- * The {@link EGRESS_CONDITION} of a box with egress rules: whether the node of the Pod it runs
- * on enforces them. None for a box without rules.
- */
-function egressCondition(o: BoxObservation, out: Outcome) {
-  const wanted = wantedEgress(o);
-  if (wanted === undefined) return [];
-  const pod = out.podName ? o.pods.find(p => p.name === out.podName && !p.deleting) : undefined;
-  const state = egressState(wanted, pod);
-  const status = state.applied ? ("True" as const) : ("False" as const);
-  return [
-    condition(
-      o.box.status?.conditions,
-      { type: EGRESS_CONDITION, status, reason: state.reason, message: state.message },
-      o.box.generation,
-      o.now,
-    ),
-  ];
-}
-
 /** Reports the box Running on its kept, ready Pod, for the reason its transition started with. */
 function reportRunning(
   o: Templated,
@@ -941,7 +921,14 @@ function plan(
         ),
       ]
     : [];
-  const egress = egressCondition(o, out);
+  // Whether the node of the Pod it runs on enforces its egress rules, if it has any.
+  const egress = egressCondition(
+    wantedEgress(o),
+    out.podName ? o.pods.find(p => p.name === out.podName && !p.deleting) : undefined,
+    prev.conditions,
+    o.box.generation,
+    o.now,
+  );
   const others = (prev.conditions ?? []).filter(
     c => c.type !== "Ready" && c.type !== ACTIVITY_CONDITION && c.type !== EGRESS_CONDITION,
   );

@@ -1,4 +1,4 @@
-import { ANNOTATION_EGRESS, ANNOTATION_EGRESS_APPLIED } from "../network/egress-agent";
+import { egressOfPod } from "../network/egress-agent";
 import type { kind } from "pepr";
 import { podBoxSpecSchema } from "../api/podbox";
 import type { CubePodTemplate, PodBox, PodWarmPool } from "../api/kinds";
@@ -237,12 +237,7 @@ export function observedPod(p: kind.Pod): ObservedPod {
       : {}),
     ...(p.metadata?.labels?.[LABEL_ROOTFS_PODD] !== undefined ? { rootfsPodd: true } : {}),
     ...(p.metadata?.labels?.[LABEL_BOX] === undefined ? { unlabelled: true } : {}),
-    ...(p.metadata?.annotations?.[ANNOTATION_EGRESS] !== undefined
-      ? { egress: p.metadata.annotations[ANNOTATION_EGRESS] }
-      : {}),
-    ...(p.metadata?.annotations?.[ANNOTATION_EGRESS_APPLIED] !== undefined
-      ? { egressApplied: p.metadata.annotations[ANNOTATION_EGRESS_APPLIED] }
-      : {}),
+    ...egressOfPod(p.metadata?.annotations),
   };
 }
 

@@ -4,12 +4,7 @@ import type { PodBoxStatus } from "../api/podbox";
 import { FINALIZER } from "../manifests/labels";
 import { boxOwnerRef } from "../manifests/owner";
 import type { Standby } from "./standby-index";
-import {
-  EGRESS_CONDITION,
-  egressAnnotation,
-  egressRulesOf,
-  egressState,
-} from "../network/egress-agent";
+import { egressAnnotation, egressCondition, egressRulesOf } from "../network/egress-agent";
 
 /*
  * The pure half of a warm claim (which box may claim, the write that claims, the status it gets);
@@ -111,33 +106,16 @@ export function claimedStatus(
         reason: "WarmPoolClaimed",
         message,
       },
-      ...egressConditionOfClaim(box, s, template, now),
+      // True at once when the standby's node enforces the box's rules already (its template's,
+      // which the standby carries); else False until the full reconcile that follows the claim
+      // writes them on the Pod and the agent answers.
+      ...egressCondition(
+        claimedEgress(box, template),
+        s,
+        undefined,
+        box.metadata?.generation ?? 0,
+        now,
+      ),
     ],
   };
-}
-
-/**
- * A claimed box's {@link EGRESS_CONDITION}: True at once when the standby's node enforces the
- * box's rules already (its template's, which the standby carries); else False until the full
- * reconcile that follows the claim writes them on the Pod and the agent answers.
- */
-function egressConditionOfClaim(
-  box: PodBox,
-  s: Standby,
-  template: PoolTemplate | undefined,
-  now: string,
-) {
-  const wanted = claimedEgress(box, template);
-  if (wanted === undefined) return [];
-  const state = egressState(wanted, s);
-  return [
-    {
-      type: EGRESS_CONDITION,
-      status: state.applied ? ("True" as const) : ("False" as const),
-      observedGeneration: box.metadata?.generation,
-      lastTransitionTime: now,
-      reason: state.reason,
-      message: state.message,
-    },
-  ];
 }

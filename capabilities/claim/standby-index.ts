@@ -1,4 +1,4 @@
-import { ANNOTATION_EGRESS, ANNOTATION_EGRESS_APPLIED } from "../network/egress-agent";
+import { egressOfPod } from "../network/egress-agent";
 import type { V1Pod } from "@kubernetes/client-node";
 import {
   ANNOTATION_PODD_IMAGE,
@@ -113,12 +113,7 @@ export class StandbyIndex {
       ...(meta.annotations?.[ANNOTATION_PODD_IMAGE]
         ? { poddImage: meta.annotations[ANNOTATION_PODD_IMAGE] }
         : {}),
-      ...(meta.annotations?.[ANNOTATION_EGRESS] !== undefined
-        ? { egress: meta.annotations[ANNOTATION_EGRESS] }
-        : {}),
-      ...(meta.annotations?.[ANNOTATION_EGRESS_APPLIED] !== undefined
-        ? { egressApplied: meta.annotations[ANNOTATION_EGRESS_APPLIED] }
-        : {}),
+      ...egressOfPod(meta.annotations),
     });
     this.#pools.set(objectKey(ns, pool), members);
   }

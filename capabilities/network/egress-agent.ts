@@ -1,5 +1,6 @@
 import { createHash } from "node:crypto";
-import { GROUP } from "../api/common";
+import { type Condition, GROUP } from "../api/common";
+import { condition } from "../kit/conditions";
 import type { EgressRules } from "../api/egress-rules";
 
 /**
@@ -78,4 +79,41 @@ export function egressState(
     reason: "WaitingForAgent",
     message: "waiting for the node's egress agent to enforce the rules",
   };
+}
+
+/** A Pod's egress annotations, as the decisions read them (an observed Pod, a standby). */
+export function egressOfPod(annotations: Record<string, string> | undefined): {
+  egress?: string;
+  egressApplied?: string;
+} {
+  const egress = annotations?.[ANNOTATION_EGRESS];
+  const egressApplied = annotations?.[ANNOTATION_EGRESS_APPLIED];
+  return {
+    ...(egress !== undefined ? { egress } : {}),
+    ...(egressApplied !== undefined ? { egressApplied } : {}),
+  };
+}
+
+/**
+ * A box's {@link EGRESS_CONDITION} for the rules it wants on the Pod it runs on; none when it
+ * wants none.
+ */
+export function egressCondition(
+  wanted: string | undefined,
+  pod: { egress?: string; egressApplied?: string } | undefined,
+  previous: Condition[] | undefined,
+  generation: number,
+  now: string,
+): Condition[] {
+  if (wanted === undefined) return [];
+  const state = egressState(wanted, pod);
+  const status = state.applied ? ("True" as const) : ("False" as const);
+  return [
+    condition(
+      previous,
+      { type: EGRESS_CONDITION, status, reason: state.reason, message: state.message },
+      generation,
+      now,
+    ),
+  ];
 }

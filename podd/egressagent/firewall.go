@@ -114,10 +114,13 @@ func (r Ruleset) Apply(conn *nftables.Conn) error {
 		}
 	}
 
-	for _, hook := range []*nftables.ChainHook{nftables.ChainHookInput, nftables.ChainHookForward} {
-		chain := conn.AddChain(&nftables.Chain{Name: map[*nftables.ChainHook]string{
-			nftables.ChainHookInput: "input", nftables.ChainHookForward: "forward"}[hook],
-			Table: table, Type: nftables.ChainTypeFilter, Hooknum: hook, Priority: beforeFilter})
+	for _, base := range []struct {
+		name string
+		hook *nftables.ChainHook
+	}{{"input", nftables.ChainHookInput}, {"forward", nftables.ChainHookForward}} {
+		hook := base.hook
+		chain := conn.AddChain(&nftables.Chain{Name: base.name, Table: table,
+			Type: nftables.ChainTypeFilter, Hooknum: hook, Priority: beforeFilter})
 		conn.AddRule(&nftables.Rule{Table: table, Chain: chain, Exprs: slices.Concat(
 			established(), verdict(expr.VerdictAccept))})
 		if hook == nftables.ChainHookInput {
