@@ -51,11 +51,20 @@ export class PoddClient {
     return client;
   }
 
-  fetch(path: string, init: RequestInit = {}): Promise<Response> {
-    return fetch(`${this.url}${path}`, {
-      ...init,
-      headers: { ...this.headers, ...(init.headers as Record<string, string>) },
-    });
+  /** Fetches from the daemon; a failure names the request and undici's cause (reset, refused). */
+  async fetch(path: string, init: RequestInit = {}): Promise<Response> {
+    try {
+      return await fetch(`${this.url}${path}`, {
+        ...init,
+        headers: { ...this.headers, ...(init.headers as Record<string, string>) },
+      });
+    } catch (e) {
+      const cause = (e as { cause?: { code?: string; message?: string } }).cause;
+      const why = cause ? `${cause.code ?? ""} ${cause.message ?? ""}`.trim() : "";
+      throw new Error(`${init.method ?? "GET"} ${this.url}${path}: ${String(e)} (${why})`, {
+        cause: e,
+      });
+    }
   }
 
   async write(path: string, text: string): Promise<void> {
