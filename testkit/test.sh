@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test run: static checks, the module build, unit tests (TypeScript and podd's Go), then the integration tier
+# The whole test run: static checks, the module build, unit tests (TypeScript, podd's and the CSI driver's Go), then the integration tier
 # and the conformance tier (E2B's own SDK tests) on the local control plane (started here, or reused when already up;
 # stopped again if started here).
 set -euo pipefail
@@ -30,16 +30,22 @@ test -s dist/pepr-module-cubepod.yaml
 step "unit tests"
 npx jest --selectProjects unit
 
-step "podd: gofmt, go vet, go test, generated code"
-(
-  cd podd
-  export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
-  export GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build
-  unformatted=$(gofmt -l .)
-  [ -z "$unformatted" ] || { echo "not gofmt-formatted: $unformatted"; exit 1; }
-  go vet ./...
-  go test ./...
-)
+# The CSI driver's tests make XFS pools (csi-sanity runs on one).
+command -v mkfs.xfs >/dev/null || DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+  --no-install-recommends xfsprogs >/dev/null || { echo "mkfs.xfs is missing and apt-get install xfsprogs failed" >&2; exit 1; }
+for module in podd csi-driver; do
+  step "$module: gofmt, go vet, go test"
+  (
+    cd "$module"
+    export GOWORK=off GOTOOLCHAIN=local CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+    export GOMODCACHE=$CUBEPOD_CACHE/go/mod GOCACHE=$CUBEPOD_CACHE/go/build
+    unformatted=$(gofmt -l .)
+    [ -z "$unformatted" ] || { echo "not gofmt-formatted: $unformatted"; exit 1; }
+    go vet ./...
+    go test ./...
+  )
+done
+step "podd: generated code"
 bash build/podd-spec.sh --check
 
 was_up=0
