@@ -61,8 +61,8 @@ func capacityOf(r *csi.CapacityRange, atLeast int64) (int64, error) {
 
 // CreateVolume makes an empty volume, or a clone of a volume or snapshot without copying data.
 func (d *Driver) CreateVolume(_ context.Context, req *csi.CreateVolumeRequest) (*csi.CreateVolumeResponse, error) {
-	if req.GetName() == "" {
-		return nil, invalid("a volume name is required")
+	if err := required(req.GetName(), "a volume name"); err != nil {
+		return nil, err
 	}
 	if err := checkCapabilities(req.GetVolumeCapabilities()); err != nil {
 		return nil, err
@@ -124,8 +124,8 @@ func volumeOf(v pool.Volume) *csi.Volume {
 
 // DeleteVolume removes a volume the node no longer uses; one already gone is fine.
 func (d *Driver) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (*csi.DeleteVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, invalid("a volume ID is required")
+	if err := required(req.GetVolumeId(), "a volume ID"); err != nil {
+		return nil, err
 	}
 	unlock := d.locks.lock(req.GetVolumeId())
 	defer unlock()
@@ -139,8 +139,8 @@ func (d *Driver) DeleteVolume(_ context.Context, req *csi.DeleteVolumeRequest) (
 
 // ValidateVolumeCapabilities confirms the capabilities the driver serves for a volume it holds.
 func (d *Driver) ValidateVolumeCapabilities(_ context.Context, req *csi.ValidateVolumeCapabilitiesRequest) (*csi.ValidateVolumeCapabilitiesResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, invalid("a volume ID is required")
+	if err := required(req.GetVolumeId(), "a volume ID"); err != nil {
+		return nil, err
 	}
 	if len(req.GetVolumeCapabilities()) == 0 {
 		return nil, invalid("volume capabilities are required")
@@ -169,8 +169,8 @@ func (d *Driver) GetCapacity(context.Context, *csi.GetCapacityRequest) (*csi.Get
 
 // ControllerExpandVolume grows the volume's image; the node grows its filesystem.
 func (d *Driver) ControllerExpandVolume(_ context.Context, req *csi.ControllerExpandVolumeRequest) (*csi.ControllerExpandVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, invalid("a volume ID is required")
+	if err := required(req.GetVolumeId(), "a volume ID"); err != nil {
+		return nil, err
 	}
 	if req.GetCapacityRange() == nil {
 		return nil, invalid("a capacity range is required")
@@ -200,11 +200,8 @@ func (d *Driver) ControllerExpandVolume(_ context.Context, req *csi.ControllerEx
 
 // CreateSnapshot clones the volume's image, its filesystem frozen meanwhile if it is mounted.
 func (d *Driver) CreateSnapshot(_ context.Context, req *csi.CreateSnapshotRequest) (*csi.CreateSnapshotResponse, error) {
-	if req.GetName() == "" {
-		return nil, invalid("a snapshot name is required")
-	}
-	if req.GetSourceVolumeId() == "" {
-		return nil, invalid("a source volume ID is required")
+	if err := required(req.GetName(), "a snapshot name", req.GetSourceVolumeId(), "a source volume ID"); err != nil {
+		return nil, err
 	}
 	for k := range req.GetParameters() {
 		return nil, invalid("VolumeSnapshotClass parameter %q is not supported (none are)", k)
@@ -236,8 +233,8 @@ func snapshotOf(s pool.Snapshot) *csi.Snapshot {
 
 // DeleteSnapshot removes a snapshot; one already gone is fine.
 func (d *Driver) DeleteSnapshot(_ context.Context, req *csi.DeleteSnapshotRequest) (*csi.DeleteSnapshotResponse, error) {
-	if req.GetSnapshotId() == "" {
-		return nil, invalid("a snapshot ID is required")
+	if err := required(req.GetSnapshotId(), "a snapshot ID"); err != nil {
+		return nil, err
 	}
 	return &csi.DeleteSnapshotResponse{}, codeOf(d.pool.DeleteSnapshot(req.GetSnapshotId()))
 }

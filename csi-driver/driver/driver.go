@@ -141,6 +141,16 @@ func invalid(format string, args ...any) error {
 	return status.Errorf(codes.InvalidArgument, format, args...)
 }
 
+// required refuses a request that lacks a field: its arguments are pairs of a value and what it is.
+func required(fields ...string) error {
+	for i := 0; i+1 < len(fields); i += 2 {
+		if fields[i] == "" {
+			return invalid("%s is required", fields[i+1])
+		}
+	}
+	return nil
+}
+
 // keyedMutex is one mutex per key, made on first use and dropped when unused.
 type keyedMutex struct {
 	mu    sync.Mutex

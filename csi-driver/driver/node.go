@@ -49,11 +49,8 @@ func (d *Driver) deviceOf(volumeID string) (string, error) {
 // mounts its filesystem at the staging path: made on first use, grown if the image grew.
 func (d *Driver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequest) (*csi.NodeStageVolumeResponse, error) {
 	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
-	if id == "" {
-		return nil, invalid("a volume ID is required")
-	}
-	if staging == "" {
-		return nil, invalid("a staging target path is required")
+	if err := required(id, "a volume ID", staging, "a staging target path"); err != nil {
+		return nil, err
 	}
 	if err := checkCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
@@ -86,15 +83,22 @@ func (d *Driver) NodeStageVolume(_ context.Context, req *csi.NodeStageVolumeRequ
 	if existing != "" && existing != fsType {
 		return nil, status.Errorf(codes.FailedPrecondition, "volume %q holds %s, not the %s asked for", id, existing, fsType)
 	}
+	// A device larger than its filesystem (a clone or restore that asked for more than its source,
+	// an expansion not applied while mounted) has it grown to fit: ext4 before the mount (grow.go).
+	if existing == "ext4" {
+		if err := growExt4(dev); err != nil {
+			return nil, status.Errorf(codes.Internal, "growing volume %q: %v", id, err)
+		}
+	}
 	flags := req.GetVolumeCapability().GetMount().GetMountFlags()
 	if err := d.mounter.FormatAndMount(dev, staging, fsType, flags); err != nil {
 		return nil, status.Errorf(codes.Internal, "mounting volume %q: %v", id, err)
 	}
-	if existing == "" {
+	switch existing {
+	case "":
 		// A new filesystem's lost+found is nothing of the user's: a workspace starts empty.
 		_ = os.Remove(filepath.Join(staging, "lost+found"))
-	} else if grow, err := mount.NewResizeFs(d.mounter.Exec).NeedResize(dev, staging); err == nil && grow {
-		// A clone or restore asked for more than its source: the filesystem takes the device.
+	case "xfs":
 		if _, err := mount.NewResizeFs(d.mounter.Exec).Resize(dev, staging); err != nil {
 			return nil, status.Errorf(codes.Internal, "growing volume %q: %v", id, err)
 		}
@@ -122,11 +126,8 @@ func (d *Driver) mountedFrom(path, dev string) (bool, error) {
 // NodeUnstageVolume unmounts the staging path and releases the loop device.
 func (d *Driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolumeRequest) (*csi.NodeUnstageVolumeResponse, error) {
 	id, staging := req.GetVolumeId(), req.GetStagingTargetPath()
-	if id == "" {
-		return nil, invalid("a volume ID is required")
-	}
-	if staging == "" {
-		return nil, invalid("a staging target path is required")
+	if err := required(id, "a volume ID", staging, "a staging target path"); err != nil {
+		return nil, err
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
@@ -143,11 +144,8 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolume
 // volume, at the target path.
 func (d *Driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	id, target, staging := req.GetVolumeId(), req.GetTargetPath(), req.GetStagingTargetPath()
-	if id == "" {
-		return nil, invalid("a volume ID is required")
-	}
-	if target == "" {
-		return nil, invalid("a target path is required")
+	if err := required(id, "a volume ID", target, "a target path"); err != nil {
+		return nil, err
 	}
 	if err := checkCapability(req.GetVolumeCapability()); err != nil {
 		return nil, err
@@ -203,11 +201,8 @@ func (d *Driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 
 // NodeUnpublishVolume unmounts the target path and removes it.
 func (d *Driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, invalid("a volume ID is required")
-	}
-	if req.GetTargetPath() == "" {
-		return nil, invalid("a target path is required")
+	if err := required(req.GetVolumeId(), "a volume ID", req.GetTargetPath(), "a target path"); err != nil {
+		return nil, err
 	}
 	unlock := d.locks.lock(req.GetVolumeId())
 	defer unlock()
@@ -220,11 +215,8 @@ func (d *Driver) NodeUnpublishVolume(_ context.Context, req *csi.NodeUnpublishVo
 // NodeGetVolumeStats reports a published or staged volume's bytes and inodes, or a Block
 // volume's size.
 func (d *Driver) NodeGetVolumeStats(_ context.Context, req *csi.NodeGetVolumeStatsRequest) (*csi.NodeGetVolumeStatsResponse, error) {
-	if req.GetVolumeId() == "" {
-		return nil, invalid("a volume ID is required")
-	}
-	if req.GetVolumePath() == "" {
-		return nil, invalid("a volume path is required")
+	if err := required(req.GetVolumeId(), "a volume ID", req.GetVolumePath(), "a volume path"); err != nil {
+		return nil, err
 	}
 	if _, err := d.pool.Volume(req.GetVolumeId()); err != nil {
 		return nil, codeOf(err)
@@ -268,11 +260,8 @@ func deviceSize(path string) (int64, error) {
 // NodeExpandVolume makes the loop device take the grown image and grows the filesystem on it.
 func (d *Driver) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRequest) (*csi.NodeExpandVolumeResponse, error) {
 	id, path := req.GetVolumeId(), req.GetVolumePath()
-	if id == "" {
-		return nil, invalid("a volume ID is required")
-	}
-	if path == "" {
-		return nil, invalid("a volume path is required")
+	if err := required(id, "a volume ID", path, "a volume path"); err != nil {
+		return nil, err
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
@@ -297,6 +286,12 @@ func (d *Driver) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRe
 		var st unix.Stat_t
 		if err := unix.Stat(path, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFBLK {
 			if _, err := mount.NewResizeFs(d.mounter.Exec).Resize(dev, path); err != nil {
+				if strings.Contains(err.Error(), "Permission denied to resize") {
+					// The kernel's online ext4 resize wants CAP_SYS_RESOURCE: a node without it
+					// grows the volume at its next staging (grow.go).
+					return nil, status.Errorf(codes.FailedPrecondition, "volume %q: this node cannot grow a "+
+						"mounted ext4 filesystem (no CAP_SYS_RESOURCE); it grows when next staged", id)
+				}
 				return nil, status.Errorf(codes.Internal, "growing the filesystem of volume %q: %v", id, err)
 			}
 		}

@@ -198,9 +198,6 @@ func (p *Pool) CreateVolume(name string, capacity int64, sourceVolume, sourceSna
 	} else if !errors.Is(err, ErrNotFound) {
 		return want, err
 	}
-	path := p.volumePath(want.ID)
-	tmp := path + ".img" + partial
-	os.Remove(tmp)
 	var source string
 	switch {
 	case sourceVolume != "":
@@ -214,35 +211,46 @@ func (p *Pool) CreateVolume(name string, capacity int64, sourceVolume, sourceSna
 		}
 		source = p.snapshotImage(sourceSnapshot)
 	}
+	err := place(p.volumePath(want.ID), source, capacity, func(size int64) any {
+		want.Capacity = size
+		return want
+	})
+	return want, err
+}
+
+// place makes path's image, a clone of source's (or empty without one) grown to at least
+// capacity, then its record, which record makes from the image's size.
+func place(path, source string, capacity int64, record func(size int64) any) error {
+	tmp := path + ".img" + partial
+	os.Remove(tmp)
 	if source != "" {
 		if err := cloneFile(source, tmp); err != nil {
-			return want, err
+			return err
 		}
 	} else if f, err := os.OpenFile(tmp, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600); err != nil {
-		return want, err
+		return err
 	} else if err := f.Close(); err != nil {
-		return want, err
+		return err
 	}
 	size, err := fileSize(tmp)
 	if err != nil {
-		return want, err
+		return err
 	}
 	if size < capacity {
 		if err := os.Truncate(tmp, capacity); err != nil {
 			os.Remove(tmp)
-			return want, err
+			return err
 		}
 		size = capacity
 	}
-	want.Capacity = size
 	if err := os.Rename(tmp, path+".img"); err != nil {
-		return want, err
+		return err
 	}
-	if err := writeRecord(path, want); err != nil {
+	if err := writeRecord(path, record(size)); err != nil {
 		os.Remove(path + ".img")
-		return want, err
+		return err
 	}
-	return want, nil
+	return nil
 }
 
 func fileSize(path string) (int64, error) {
@@ -260,13 +268,16 @@ func (p *Pool) DeleteVolume(id string) error {
 	if !plainID.MatchString(id) {
 		return nil
 	}
-	path := p.volumePath(id)
-	// The record first: an image without one is a leftover, never a volume.
-	if err := os.Remove(path + ".json"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if err := os.Remove(path + ".img"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
+	return remove(p.volumePath(id))
+}
+
+// remove deletes a record and its image, the record first: an image without one is a leftover,
+// never a volume or snapshot. What is not there is gone already.
+func remove(path string) error {
+	for _, f := range []string{path + ".json", path + ".img"} {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
 	}
 	return nil
 }
@@ -348,25 +359,11 @@ func (p *Pool) CreateSnapshot(name, sourceVolume string) (Snapshot, error) {
 	if _, err := p.Volume(sourceVolume); err != nil {
 		return want, fmt.Errorf("source volume %q: %w", sourceVolume, err)
 	}
-	path := p.snapshotPath(want.ID)
-	tmp := path + ".img" + partial
-	os.Remove(tmp)
-	if err := cloneFile(p.ImagePath(sourceVolume), tmp); err != nil {
-		return want, err
-	}
-	size, err := fileSize(tmp)
-	if err != nil {
-		return want, err
-	}
-	want.Size, want.Created = size, time.Now().UTC().Truncate(time.Second)
-	if err := os.Rename(tmp, path+".img"); err != nil {
-		return want, err
-	}
-	if err := writeRecord(path, want); err != nil {
-		os.Remove(path + ".img")
-		return want, err
-	}
-	return want, nil
+	err := place(p.snapshotPath(want.ID), p.ImagePath(sourceVolume), 0, func(size int64) any {
+		want.Size, want.Created = size, time.Now().UTC().Truncate(time.Second)
+		return want
+	})
+	return want, err
 }
 
 // DeleteSnapshot removes the snapshot; one that is not there is gone already. Volumes restored
@@ -377,14 +374,7 @@ func (p *Pool) DeleteSnapshot(id string) error {
 	if !plainID.MatchString(id) {
 		return nil
 	}
-	path := p.snapshotPath(id)
-	if err := os.Remove(path + ".json"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	if err := os.Remove(path + ".img"); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return err
-	}
-	return nil
+	return remove(p.snapshotPath(id))
 }
 
 // Free is the bytes the pool's filesystem has left.
