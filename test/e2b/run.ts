@@ -8,7 +8,8 @@
  * The files are copied at run time into a folder of the cache, where the only adaptations that
  * folder's README names are made (imports of E2B's source point at the published `e2b` package,
  * and the setup file that mocks a module only E2B's source has is left out). A test that cannot
- * pass on CubePod by design is skipped by name (skips.json), with the reason in docs/gateway.md.
+ * pass on CubePod by design is skipped by name (skips.json), with the reason in docs/gateway.md;
+ * a run that leaves out any other test, or has no test of a listed name, fails (skip-check.ts).
  * The tenant gets the template the suites name (`base`: the real node's Debian image) and a warm
  * pool sized for them. The suites run as an agent runs E2B's SDKs, given only E2B_DOMAIN and
  * E2B_API_KEY (E2B's standard setup, testkit/standard-setup.ts): a gateway on 443 of its own
@@ -26,7 +27,7 @@ import {
   writeFileSync,
 } from "node:fs";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, relative } from "node:path";
 import { CACHE_DIR, CLUSTER_DIR, Kube, KUBECONFIG, paths, ROOT } from "../../testkit/kube";
 import {
   STANDARD_DOMAIN,
@@ -36,6 +37,7 @@ import {
   underResolver,
 } from "../../testkit/standard-setup";
 import { realTenant } from "../../testkit/tenant";
+import { excused, jsNames, pyNames, type Seen, skipPattern, skipProblems } from "./skip-check";
 
 const SUITES = process.env.CUBEPOD_E2B_SDK_TESTS ?? join(ROOT, "..", "shared", "e2b-sdk-tests");
 /** Where the setup's gateway serves /metrics and /healthz (its own address). */
@@ -71,9 +73,12 @@ const MORE: Record<string, string[]> = {
   ],
 };
 
-/** The files of a selection list (`<tier> <path>`), in its order, and CubePod's own. */
-function selected(list: string, all: boolean): string[] {
-  const only = flag("--only")?.split(",");
+/**
+ * The files of a selection list (`<tier> <path>`), in its order, and CubePod's own; `restrict`:
+ * only those `--only` names, if given.
+ */
+function selected(list: string, all: boolean, restrict = true): string[] {
+  const only = restrict ? flag("--only")?.split(",") : undefined;
   return readFileSync(join(SUITES, list), "utf8")
     .split("\n")
     .concat((MORE[list] ?? []).map(path => `core ${path}`))
@@ -97,12 +102,11 @@ async function tenant(kube: Kube): Promise<{ ns: string; key: string }> {
     prefix: "e2b-sdk",
     template: "base",
     replicas: POOL,
-    size: "256Mi",
+    size: "1Gi",
     runtimeClassName: RUNTIME,
-    // E2B's tests keep files in the home directory and /tmp, not in /usr: without it on the
-    // rootfs volume, a standby's first start copies a few MiB instead of the whole image, and
-    // the pool keeps up with the suites' bursts. The real-node tier covers /usr.
-    rootfsPaths: ["etc", "home", "opt", "root", "srv", "tmp", "var"],
+    // Standbys start on clones of one rootfs filled from the image, as the `real` sample's do:
+    // no standby fills its root, and the pool keeps up with the suites' bursts.
+    seed: true,
   });
   await kube.waitFor(
     paths.podwarmpools(t.ns, "base"),
@@ -130,16 +134,21 @@ function sdkEnv(key: string, trust: Record<string, string>): NodeJS.ProcessEnv {
   return env;
 }
 
-/** Vitest's -t pattern that leaves out the skipped tests by name (a full name ends with it). */
-const skipPattern = (names: string[]) =>
-  names.length === 0
-    ? []
-    : [
-        "-t",
-        `^(?!(.* )?(${names.map(n => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})$).*$`,
-      ];
+/** The JSON reporter's report, as far as it is read here. */
+type VitestReport = {
+  numPassedTests: number;
+  numFailedTests: number;
+  numPendingTests: number;
+  numTodoTests: number;
+  testResults: {
+    name: string;
+    status: string;
+    message?: string;
+    assertionResults: { fullName: string; status: string }[];
+  }[];
+};
 
-function runJs(key: string, all: boolean, setup: string): Counts {
+function runJs(key: string, all: boolean, setup: string): Outcome {
   const tools = join(CACHE_DIR, "e2b-sdk-js", Object.values(JS_PACKAGES).join("-"));
   if (!existsSync(join(tools, "node_modules", "vitest"))) {
     mkdirSync(tools, { recursive: true });
@@ -164,7 +173,7 @@ function runJs(key: string, all: boolean, setup: string): Counts {
     const adapted = text.replace(/from '(\.\.\/)+src(\/[^']*)?'/g, "from 'e2b'");
     if (adapted !== text) writeFileSync(f, adapted);
   }
-  const files = selected("selected-js.txt", all).map(p => p.replace(/^tests\//, "tests/"));
+  const files = selected("selected-js.txt", all);
   writeFileSync(
     join(work, "vitest.config.mts"),
     `import { defineConfig } from 'vitest/config'
@@ -174,6 +183,7 @@ export default defineConfig({ test: { include: ${JSON.stringify(files)}, environ
 `,
   );
   const report = join(work, "report.json");
+  const names = skipped("js");
   const [file, args] = underResolver(setup, [
     join(tools, "node_modules", ".bin", "vitest"),
     "run",
@@ -182,7 +192,7 @@ export default defineConfig({ test: { include: ${JSON.stringify(files)}, environ
     "--reporter=default",
     "--reporter=json",
     `--outputFile.json=${report}`,
-    ...skipPattern(skipped("js")),
+    ...skipPattern(names),
   ]);
   const r = spawnSync(file, args, {
     cwd: work,
@@ -193,15 +203,35 @@ export default defineConfig({ test: { include: ${JSON.stringify(files)}, environ
     stdio: "inherit",
   });
   if (!existsSync(report)) throw new Error(`vitest wrote no report (exit ${r.status})`);
-  const json = JSON.parse(readFileSync(report, "utf8"));
+  const json = JSON.parse(readFileSync(report, "utf8")) as VitestReport;
+  const seen: Seen[] = json.testResults.flatMap(f =>
+    f.assertionResults.map(t => ({
+      name: t.fullName,
+      status: t.status,
+      file: relative(work, f.name),
+    })),
+  );
+  // Whether a file has a test of a listed name (for a run of some files): its title, as written.
+  const has = (f: string, name: string) =>
+    existsSync(join(work, f)) && readFileSync(join(work, f), "utf8").includes(name);
+  const notRun = selected("selected-js.txt", true, false).filter(f => !files.includes(f));
   return {
     passed: json.numPassedTests,
     failed: json.numFailedTests,
     skipped: json.numPendingTests + json.numTodoTests,
+    problems: [
+      ...skipProblems(names, seen, jsNames, excused(names, files, notRun, has)),
+      // A file that fails outside its tests (an import, an afterAll) fails the run too.
+      ...json.testResults
+        .filter(f => f.status === "failed" && !f.assertionResults.some(t => t.status === "failed"))
+        .map(f => `${relative(work, f.name)} failed outside its tests: ${f.message ?? ""}`),
+    ],
   };
 }
 
 type Counts = { passed: number; failed: number; skipped: number };
+/** A suite's counts, and how the tests it left out differ from those skips.json lists for it. */
+type Outcome = Counts & { problems: string[] };
 
 /** The junit report's totals. */
 function junitCounts(xml: string): Counts {
@@ -211,7 +241,44 @@ function junitCounts(xml: string): Counts {
   return { passed: n("tests") - failed - n("skipped"), failed, skipped: n("skipped") };
 }
 
-async function runPy(key: string, all: boolean, syncOnly: boolean, setup: string): Promise<Counts> {
+/**
+ * A pytest plugin (`-p cubepod_outcomes`) that writes each test's outcome to `out` by node ID,
+ * the deselected ones too: the junit report has only the tests that were run, and which ones
+ * `--deselect` left out only pytest knows (it takes prefixes of node IDs).
+ */
+const outcomesPlugin = (out: string) => `import json
+
+outcomes = {}
+
+
+def pytest_deselected(items):
+    for item in items:
+        outcomes[item.nodeid] = "deselected"
+
+
+def pytest_collectreport(report):
+    # A module skipped as a whole as it is imported.
+    if report.skipped:
+        outcomes[report.nodeid] = "skipped"
+
+
+def pytest_runtest_logreport(report):
+    # Skipped (an xfail too) at any phase stays so; else a failure at any phase, or the call's pass.
+    if outcomes.get(report.nodeid) != "skipped" and (report.when == "call" or not report.passed):
+        outcomes[report.nodeid] = report.outcome
+
+
+def pytest_sessionfinish(session):
+    with open(${JSON.stringify(out)}, "w") as f:
+        json.dump(outcomes, f)
+`;
+
+async function runPy(
+  key: string,
+  all: boolean,
+  syncOnly: boolean,
+  setup: string,
+): Promise<Outcome> {
   const python = execFileSync("bash", [join(ROOT, "testkit", "python-e2b.sh")], {
     encoding: "utf8",
   }).trim();
@@ -228,18 +295,28 @@ async function runPy(key: string, all: boolean, syncOnly: boolean, setup: string
   );
   const names = skipped("py");
   const report = join(work, "report.xml");
+  const outcomes = join(work, "outcomes.json");
+  const plugins = join(work, "cubepod-plugins");
+  mkdirSync(plugins);
+  writeFileSync(join(plugins, "cubepod_outcomes.py"), outcomesPlugin(outcomes));
+  /** Whether a file defines a test function of a listed name (at any indentation). */
+  const defines = (f: string, name: string) =>
+    existsSync(join(work, f)) &&
+    new RegExp(`^\\s*(async\\s+)?def ${name}\\(`, "m").test(readFileSync(join(work, f), "utf8"));
   {
-    const env = sdkEnv(key, { SSL_CERT_FILE: bundle });
-    // By node ID, exactly: `-k` matches parts of names, and would leave out test_fork_by_id too.
-    const deselect = files.flatMap(f => {
-      const source = readFileSync(join(work, f), "utf8");
-      return names
-        .filter(n => new RegExp(`^\\s*(async\\s+)?def ${n}\\(`, "m").test(source))
-        .map(n => `--deselect=${f}::${n}`);
-    });
+    const env = {
+      ...sdkEnv(key, { SSL_CERT_FILE: bundle }),
+      PYTHONPATH: [plugins, process.env.PYTHONPATH].filter(Boolean).join(":"),
+    };
+    // By node ID, not `-k`, which matches parts of names and would leave out test_fork_by_id
+    // with test_fork. `--deselect` takes a prefix of node IDs, though, and misses a method of a
+    // class (`file::Class::name`): the check of the outcomes below tells.
+    const deselect = files.flatMap(f =>
+      names.filter(n => defines(f, n)).map(n => `--deselect=${f}::${n}`),
+    );
     const args = [
-      ...["-m", "pytest", ...files, "-p", "no:cacheprovider", `--junitxml=${report}`, "-q"],
-      ...deselect,
+      ...["-m", "pytest", ...files, "-p", "no:cacheprovider", "-p", "cubepod_outcomes"],
+      ...[`--junitxml=${report}`, "-q", ...deselect],
     ];
     const [file, wrapped] = underResolver(setup, [python, ...args]);
     await new Promise<void>((resolve, reject) => {
@@ -249,7 +326,15 @@ async function runPy(key: string, all: boolean, syncOnly: boolean, setup: string
     });
   }
   if (!existsSync(report)) throw new Error("pytest wrote no report");
-  return junitCounts(readFileSync(report, "utf8"));
+  if (!existsSync(outcomes)) throw new Error("pytest wrote no outcomes (cubepod_outcomes)");
+  const seen: Seen[] = Object.entries(
+    JSON.parse(readFileSync(outcomes, "utf8")) as Record<string, string>,
+  ).map(([name, status]) => ({ name, status }));
+  const notRun = selected("selected-py.txt", true, false).filter(f => !files.includes(f));
+  return {
+    ...junitCounts(readFileSync(report, "utf8")),
+    problems: skipProblems(names, seen, pyNames, excused(names, files, notRun, defines)),
+  };
 }
 
 /**
@@ -301,7 +386,7 @@ async function main() {
   const setup = mkdtempSync(join(tmpdir(), "cubepod-e2b-setup-"));
   const resolver = startStandardSetup(setup);
   const gateway = startGateway(setup);
-  const results: Record<string, Counts> = {};
+  const results: Record<string, Outcome> = {};
   try {
     await untilServing(gateway);
     if (which === "js" || which === "all") results.js = runJs(key, all, setup);
@@ -314,7 +399,19 @@ async function main() {
     await kube.delete(`/api/v1/namespaces/${ns}`);
   }
   console.log(JSON.stringify(results));
-  process.exit(Object.values(results).some(r => r.failed > 0) ? 1 : 0);
+  // A run fails too when it did not leave out exactly the tests skips.json lists for it: a name
+  // that matches nothing documents a gap that is not there (E2B renamed the test: it runs again),
+  // and a test left out otherwise (a marker, a name matching more than meant) is a gap no one
+  // documented.
+  for (const [suite, r] of Object.entries(results)) {
+    if (r.problems.length === 0) continue;
+    console.error(
+      `${suite}: the tests left out are not those skips.json lists for this run ` +
+        `(runtime ${RUNTIME || "runc"}):\n${r.problems.map(p => `  - ${p}`).join("\n")}`,
+    );
+  }
+  const failed = (r: Outcome) => r.failed > 0 || r.problems.length > 0;
+  process.exit(Object.values(results).some(failed) ? 1 : 0);
 }
 
 main().catch(e => {
