@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds etcd, kube-apiserver, kube-controller-manager, kube-scheduler, kubectl, kubelet, kwok,
-# helm, kube-router and gVisor (runsc, containerd-shim-runsc-v1) from the Go module proxy,
+# helm, kube-router, gVisor (runsc, containerd-shim-runsc-v1) and Kubernetes' CSI sidecars
+# (csi-provisioner, csi-snapshotter, snapshot-controller, csi-resizer) from the Go module proxy,
 # at the versions pinned in versions.sh, into $CUBEPOD_BIN. A binary whose pin has not changed is
 # not rebuilt. Usage: local-cluster/build.sh
 set -euo pipefail
@@ -92,6 +93,47 @@ if ! stamp_ok runsc "$gvisor_build" || ! stamp_ok containerd-shim-runsc-v1.real 
   rm -rf "$d"
   stamp runsc "$gvisor_build"
   stamp containerd-shim-runsc-v1.real "$gvisor_build"
+fi
+
+# --- Kubernetes' CSI sidecars (the real node's CSI driver, decision 0029) --------------------
+# Each is built in a copy of its module, so that its own replace directives hold.
+csi_sidecar() { # module version command...
+  local module=$1 version=$2 d src
+  shift 2
+  d=$CUBEPOD_CACHE/src/$(basename "${module%/v*}")-$version
+  rm -rf "$d" && mkdir -p "$d"
+  src=$(go mod download -json "$module@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  cp -r "$src/." "$d" && chmod -R u+w "$d"
+  # external-snapshotter takes its API client from the repository's ./client, which its module
+  # leaves out: the client module of the same version is that directory.
+  if grep -q '=> ./client' "$d/go.mod"; then
+    src=$(go mod download -json "${module%/v*}/client/v${module##*/v}@$version" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+    cp -r "$src" "$d/client" && chmod -R u+w "$d/client"
+  fi
+  (cd "$d" && go build -trimpath -ldflags "-s -w -X main.version=$version" -o "$CUBEPOD_BIN/" \
+    $(printf './cmd/%s ' "$@"))
+  rm -rf "$d"
+}
+if ! stamp_ok csi-provisioner "$CSI_PROVISIONER_VERSION"; then
+  log "building csi-provisioner $CSI_PROVISIONER_VERSION"
+  csi_sidecar github.com/kubernetes-csi/external-provisioner/v6 "$CSI_PROVISIONER_VERSION" csi-provisioner
+  stamp csi-provisioner "$CSI_PROVISIONER_VERSION"
+fi
+if ! stamp_ok csi-snapshotter "$CSI_SNAPSHOTTER_VERSION" || ! stamp_ok snapshot-controller "$CSI_SNAPSHOTTER_VERSION"; then
+  log "building csi-snapshotter and snapshot-controller $CSI_SNAPSHOTTER_VERSION"
+  csi_sidecar github.com/kubernetes-csi/external-snapshotter/v8 "$CSI_SNAPSHOTTER_VERSION" csi-snapshotter snapshot-controller
+  # The snapshot API's CRDs ship with the client module.
+  src=$(go mod download -json "github.com/kubernetes-csi/external-snapshotter/client/v8@$CSI_SNAPSHOTTER_VERSION" | sed -n 's/.*"Dir": "\(.*\)".*/\1/p')
+  rm -rf "$CUBEPOD_BIN/snapshot-crds" && mkdir -p "$CUBEPOD_BIN/snapshot-crds"
+  cp "$src"/config/crd/*.storage.k8s.io_*.yaml "$CUBEPOD_BIN/snapshot-crds/"
+  chmod -R u+w "$CUBEPOD_BIN/snapshot-crds"
+  stamp csi-snapshotter "$CSI_SNAPSHOTTER_VERSION"
+  stamp snapshot-controller "$CSI_SNAPSHOTTER_VERSION"
+fi
+if ! stamp_ok csi-resizer "$CSI_RESIZER_VERSION"; then
+  log "building csi-resizer $CSI_RESIZER_VERSION"
+  csi_sidecar github.com/kubernetes-csi/external-resizer/v2 "$CSI_RESIZER_VERSION" csi-resizer
+  stamp csi-resizer "$CSI_RESIZER_VERSION"
 fi
 
 # --- kube-apiserver, kube-controller-manager, kubectl ---------------------------------------

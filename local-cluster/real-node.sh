@@ -5,11 +5,11 @@
 # reachable from this machine only: no route or NAT leads off it. It is tainted
 # cubepod.dev/real-node:NoSchedule, so only Pods that tolerate the taint land there; kwok keeps
 # everything else.
-#   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static, e2fsprogs,
+#   real-node.sh start   install what Debian ships (runc, containerd, CNI plugins, busybox-static, e2fsprogs, xfsprogs,
 #                        iptables, ipset, docker-registry, skopeo), start the local registry and
 #                        push the node's images there (images.sh)
-#                        when missing, start containerd, the volume provisioner of the StorageClass
-#                        cubepod-local (local-volumes.ts) and kubelet, wait until the node is Ready,
+#                        when missing, start containerd and kubelet, the node's storage (csi.sh: the
+#                        CSI driver and Kubernetes' CSI sidecars), wait until the node is Ready,
 #                        and kube-router's NetworkPolicy controller and the node egress agent; the
 #                        Pods' default route leads to the network namespace cubepod-public (the
 #                        internet's stand-in) only
@@ -103,6 +103,7 @@ install_packages() {
   command -v ipset >/dev/null || missing+=(ipset)
   command -v docker-registry >/dev/null || missing+=(docker-registry)
   command -v skopeo >/dev/null || missing+=(skopeo)
+  command -v mkfs.xfs >/dev/null || missing+=(xfsprogs)
   [ -x /usr/sbin/mke2fs ] || [ -x /sbin/mke2fs ] || missing+=(e2fsprogs)
   [ -x /bin/busybox ] && /bin/busybox --list >/dev/null 2>&1 || missing+=(busybox-static)
   [ ${#missing[@]} = 0 ] && return
@@ -264,8 +265,8 @@ start)
     --kubeconfig "$RUN/kubelet.kubeconfig" --hostname-override "$REAL_NODE_NAME" \
     --node-ip "$REAL_GATEWAY_IP" --root-dir "$RUN/kubelet" --cert-dir "$RUN/kubelet/pki" \
     --node-labels "cubepod.dev/node=real"
-  kubectl apply -f "$here/manifests/storage-class.yaml" -f "$here/manifests/runtime-class.yaml" >/dev/null
-  start local-volumes npx tsx "$here/local-volumes.ts"
+  kubectl apply -f "$here/manifests/runtime-class.yaml" >/dev/null
+  bash "$here/csi.sh" start
   wait_for "node $REAL_NODE_NAME" 120 sh -c "kubectl get node $REAL_NODE_NAME -o jsonpath='{.status.conditions[?(@.type==\"Ready\")].status}' 2>/dev/null | grep -q True" \
     || { tail -20 "$LOGS/kubelet.log" >&2; die "the kubelet did not make $REAL_NODE_NAME Ready: see $LOGS/kubelet.log"; }
   if [ "${CUBEPOD_REAL_NODE_POLICIES:-on}" = off ]; then policies_off; else policies_on; fi
@@ -292,7 +293,7 @@ stop)
   stop kubelet TERM 50
   egress_agent_off
   policies_off
-  stop local-volumes TERM 20
+  bash "$here/csi.sh" stop
   stop containerd TERM 50
   stop registry TERM 50
   # Shims and containers outlive containerd; so do the mounts and network namespaces of their Pods.
@@ -308,8 +309,8 @@ stop)
     --to-destination "127.0.0.1:$APISERVER_PORT" 2>/dev/null || true
   ip route delete blackhole "$SERVICE_CIDR" 2>/dev/null || true
   public_network down
-  # Loop devices of Block volumes (local-volumes.ts attaches them again at the next start) and
-  # the kubelet's own, on its device map paths.
+  # Loop devices of the pool and its volumes (staged again when their Pods start) and the
+  # kubelet's own, on its device map paths.
   losetup -a | grep -F "($RUN/" | cut -d: -f1 | while read -r loop; do losetup -d "$loop" || true; done
   rm -rf "$RUN/cni/ipam"
   ;;

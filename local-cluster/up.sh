@@ -41,7 +41,7 @@ start kube-controller-manager "$CUBEPOD_BIN/kube-controller-manager" \
   --kubeconfig "$KUBECONFIG_FILE" --authentication-kubeconfig "$KUBECONFIG_FILE" \
   --authorization-kubeconfig "$KUBECONFIG_FILE" --leader-elect=false \
   --bind-address 127.0.0.1 --secure-port "$KCM_PORT" \
-  --controllers garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller,clusterrole-aggregation-controller,endpoints-controller,endpointslice-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,deployment-controller,replicaset-controller \
+  --controllers garbage-collector-controller,namespace-controller,persistentvolumeclaim-protection-controller,clusterrole-aggregation-controller,endpoints-controller,endpointslice-controller,serviceaccount-controller,root-ca-certificate-publisher-controller,deployment-controller,replicaset-controller,persistentvolume-binder-controller,persistentvolume-protection-controller \
   --root-ca-file "$PKI/ca.crt" \
   --kube-api-qps 200 --kube-api-burst 400
 
@@ -57,8 +57,7 @@ start kwok "$CUBEPOD_BIN/kwok" --kubeconfig "$KUBECONFIG_FILE" \
   --node-lease-duration-seconds 40 \
   --config "$stages/node-fast/node-initialize.yaml" --config "$stages/node-heartbeat/node-heartbeat.yaml" \
   --config "$stages/pod-fast/pod-ready.yaml" --config "$stages/pod-fast/pod-complete.yaml" \
-  --config "$stages/pod-fast/pod-delete.yaml" --config "$here/manifests/pvc-stage.yaml" \
-  --config "$here/manifests/copy-stage.yaml"
+  --config "$stages/pod-fast/pod-delete.yaml" --config "$here/manifests/copy-stage.yaml"
 
 kubectl apply --server-side -f "$here/manifests/node.yaml" >/dev/null
 kubectl create namespace pepr-system --dry-run=client -o yaml | kubectl apply -f - >/dev/null

@@ -15,8 +15,9 @@ export const REAL_NODE_PLACEMENT = {
 };
 
 /**
- * A PodTemplate for the real node: its images, local volumes of `size` each, forks copied; runc,
- * and in Block mode runc standing in for the VM that mounts the devices (runtime-class.yaml).
+ * A PodTemplate for the real node: its images, volumes of `size` each from its CSI driver, forks
+ * cloned; runc, and in Block mode runc standing in for the VM that mounts the devices
+ * (runtime-class.yaml).
  */
 export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
   return {
@@ -25,7 +26,7 @@ export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
     runtimeClassName: volumeMode === "Block" ? VM_STANDIN : "",
     volumeMode,
     storageClassName: "cubepod-local",
-    forkStrategy: "Copy",
+    forkStrategy: "Clone",
     // The Debian image is E2B's kind: its user has sudo, which needs set-user-ID to work.
     security: { allowPrivilegeEscalation: true },
     rootfs: { size },

@@ -18,6 +18,8 @@ export async function realTenant(
     runtimeClassName?: string;
     /** The image's directories on the rootfs volume (the template's default when unset). */
     rootfsPaths?: string[];
+    /** Keep a seed: every new rootfs volume is a clone of one filled from the image. */
+    seed?: boolean;
   },
 ): Promise<{ ns: string; key: string }> {
   const ns = await kube.namespace(opts.prefix);
@@ -26,11 +28,13 @@ export async function realTenant(
   await kube.mustCreate(
     paths.podtemplates(ns),
     podTemplate(opts.template, {
-      ...realTemplate("Filesystem", opts.size ?? "64Mi"),
+      ...realTemplate("Filesystem", opts.size ?? "1Gi"),
       runtimeClassName: opts.runtimeClassName ?? "",
-      ...(opts.rootfsPaths
-        ? { rootfs: { size: opts.size ?? "64Mi", paths: opts.rootfsPaths } }
-        : {}),
+      rootfs: {
+        size: opts.size ?? "1Gi",
+        ...(opts.rootfsPaths ? { paths: opts.rootfsPaths } : {}),
+        ...(opts.seed ? { seed: true } : {}),
+      },
     }),
   );
   await kube.mustCreate(paths.podwarmpools(ns), {

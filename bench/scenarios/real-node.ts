@@ -10,27 +10,32 @@ import { results } from "../lib/results";
 import { sdkTenant } from "../lib/sdk";
 import { hundredths, now, sleep, stats } from "../lib/stats";
 
-/** A template placed on the real node, on its local volumes, forks copied. */
+/** A template placed on the real node, on its CSI driver's volumes, forks cloned. */
 const REAL_TEMPLATE = realTemplate("Filesystem", "1Gi");
+/** The `real` sample's runtime for forks, with room for the data a fork carries. */
+const FORK_TEMPLATE = { ...realTemplate("Filesystem", "2Gi"), runtimeClassName: "gvisor" };
 /** The same, keeping a seed: new rootfs volumes are clones of one filled from the image. */
 const SEEDED_TEMPLATE = { ...REAL_TEMPLATE, rootfs: { size: "1Gi", seed: true } };
-const validTemplate = (() => {
-  const v = validatePodTemplate(REAL_TEMPLATE);
+const validated = (spec: object) => {
+  const v = validatePodTemplate(spec);
   if (!v.ok) throw new Error(v.errors.join("; "));
   return v.spec;
-})();
+};
+const validTemplate = validated(REAL_TEMPLATE);
 const ROUNDS = 5;
 /** Warm claims through the gateway, one at a time, each from a full pool. */
 const CLAIMS = 12;
 const SETTLE_MS = 3000;
-/** What a fork copies: a workspace file of this many MiB, written through podd. */
-const DATA_MIB = 64;
+/** What a fork carries besides the image's root: a workspace file of this many MiB. */
+const DATA_MIB = 1024;
 
 /**
- * The real node's lifecycle (runc, local volumes) beside its floor in the same run, ms from the
- * spec change or create to what the API server shows: a box's cold create, pause, resume, rootfs
- * reset and Copy fork, against the least sandbox Pod with no operator ({@link floorPod}) created
- * on new volumes, deleted, and created again on the same volumes (what a resume does); and warm
+ * The real node's lifecycle (runc, the CSI driver's volumes) beside its floor in the same run, ms
+ * from the spec change or create to what the API server shows: a box's cold create, pause, resume
+ * and rootfs reset, against the least sandbox Pod with no operator ({@link floorPod}) created on
+ * new volumes, deleted, and created again on the same volumes (what a resume does); forks under
+ * gVisor of a box holding its image's root and 1 GiB, to their first command's answer, against a
+ * bare clone of the box's two claims with the least Pod on them ({@link benchForks}); and warm
  * claims as an agent makes them, the E2B SDK's `Sandbox.create` through the gateway until the
  * first `commands.run` answers.
  */
@@ -70,8 +75,6 @@ export async function benchRealNode(kube: Kube) {
     reset: [] as number[],
     createSeeded: [] as number[],
     resetSeeded: [] as number[],
-    forkCopied: [] as number[],
-    forkRunning: [] as number[],
   };
 
   for (let i = 0; i < ROUNDS; i++) {
@@ -103,7 +106,6 @@ export async function benchRealNode(kube: Kube) {
         await phase(name, "Running");
       }),
     );
-    await writeData(await PoddClient.open((await kube.get(box(name))).body));
     m.pause.push(
       await timed(() => patch(name, { desiredState: "Paused" }).then(() => phase(name, "Paused"))),
     );
@@ -112,21 +114,6 @@ export async function benchRealNode(kube: Kube) {
         patch(name, { desiredState: "Running" }).then(() => phase(name, "Running", "Resumed")),
       ),
     );
-
-    const fork = `fork-${i}`;
-    const t0 = now();
-    await kube.mustCreate(
-      paths.podboxes(ns),
-      podBox(fork, { templateRef: "real", forkFrom: name }),
-    );
-    await kube.waitFor(
-      paths.pvcs(ns, `${fork}-workspace`),
-      o => o?.metadata?.annotations?.["pod.cubeplex.ai/copied"] !== undefined,
-      120_000,
-    );
-    m.forkCopied.push(now() - t0);
-    await phase(fork, "Running", "ForkCloned");
-    m.forkRunning.push(now() - t0);
 
     m.reset.push(
       await timed(() =>
@@ -146,19 +133,23 @@ export async function benchRealNode(kube: Kube) {
         patch(seeded, { rootfsGeneration: 2 }).then(() => phase(seeded, "Running", "RootFSReset")),
       ),
     );
-    for (const n of [name, fork, seeded]) await kube.delete(box(n));
+    for (const n of [name, seeded]) await kube.delete(box(n));
   }
   await kube.delete(`/api/v1/namespaces/${ns}`);
 
+  const forks = await benchForks(kube);
   const claims = await warmClaims(kube);
   const s = Object.fromEntries(Object.entries(m).map(([k, v]) => [k, stats(v)]));
   const ratio = (a: number, b: number) => hundredths(a / b);
   results.realNode = {
     what:
-      `real node (runc, local volumes): box steps to the status showing them, against the least ` +
-      `sandbox Pod with no operator created on new volumes, deleted, and created again on them ` +
-      `(ms); forks copy ${DATA_MIB} MiB; warm claims through the gateway to the first command's output`,
+      `real node (runc, the CSI driver's volumes): box steps to the status showing them, against ` +
+      `the least sandbox Pod with no operator created on new volumes, deleted, and created again ` +
+      `on them (ms); forks under gVisor of a box holding its root and ${DATA_MIB} MiB to their ` +
+      `first command's answer, against a bare clone of its claims with the least Pod on them; ` +
+      `warm claims through the gateway to the first command's output`,
     ...s,
+    ...forks,
     ...claims,
     createOverFloorP50: ratio(s.create.p50, s.floorCreate.p50),
     createSeededOverFloorP50: ratio(s.createSeeded.p50, s.floorCreate.p50),
@@ -218,7 +209,7 @@ async function warmClaims(kube: Kube) {
   return Object.fromEntries(Object.entries(m).map(([k, v]) => [k, stats(v)]));
 }
 
-function floorPVC(name: string) {
+function floorPVC(name: string, size = REAL_TEMPLATE.rootfs.size, cloneOf?: string) {
   return {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
@@ -226,9 +217,61 @@ function floorPVC(name: string) {
     spec: {
       accessModes: ["ReadWriteOnce"],
       storageClassName: "cubepod-local",
-      resources: { requests: { storage: REAL_TEMPLATE.rootfs.size } },
+      resources: { requests: { storage: size } },
+      ...(cloneOf ? { dataSource: { kind: "PersistentVolumeClaim", name: cloneOf } } : {}),
     },
   };
+}
+
+/**
+ * Forks of a running box under gVisor whose volumes hold its image's root and {@link DATA_MIB}
+ * MiB, from the create to the answer of the fork's first command through its daemon; and their
+ * floor, a bare clone of the box's two claims with the least sandbox Pod on them until it is
+ * ready (its daemon answers), in the same run.
+ */
+async function benchForks(kube: Kube) {
+  const ns = await kube.namespace("bench-forks");
+  const spec = validated(FORK_TEMPLATE);
+  await kube.mustCreate(paths.podtemplates(ns), podTemplate("forkable", FORK_TEMPLATE));
+  await kube.mustCreate(paths.podboxes(ns), podBox("parent", { templateRef: "forkable" }));
+  const running = (name: string, reason?: string) =>
+    kube.waitFor(
+      paths.podboxes(ns, name),
+      o =>
+        o?.status?.phase === "Running" &&
+        (!reason || o.status.reason === reason) &&
+        o.status.observedGeneration === o.metadata.generation,
+      180_000,
+    ) as Promise<Obj>;
+  const parent = await PoddClient.open(await running("parent"));
+  await parent.sh(`head -c ${DATA_MIB << 20} /dev/urandom > /workspace/data.bin`);
+  const m = { forkFirstCommand: [] as number[], floorCloneReady: [] as number[] };
+  for (let i = 0; i < ROUNDS; i++) {
+    const fork = `fork-${i}`;
+    const t0 = now();
+    await kube.mustCreate(
+      paths.podboxes(ns),
+      podBox(fork, { templateRef: "forkable", forkFrom: "parent" }),
+    );
+    const child = await PoddClient.open(await running(fork, "ForkCloned"));
+    await child.sh("true");
+    m.forkFirstCommand.push(now() - t0);
+    await kube.delete(paths.podboxes(ns, fork));
+
+    const floor = `floor-${i}`;
+    const t1 = now();
+    await kube.mustCreate(paths.pvcs(ns), floorPVC(`${floor}-a`, "2Gi", "parent-rootfs-g1"));
+    await kube.mustCreate(paths.pvcs(ns), floorPVC(`${floor}-b`, "2Gi", "parent-workspace"));
+    await kube.mustCreate(paths.pods(ns), floorPod(floor, spec));
+    await kube.waitFor(paths.pods(ns, floor), o => o !== undefined && isPodReady(o), 180_000);
+    m.floorCloneReady.push(now() - t1);
+    await kube.delete(paths.pods(ns, floor));
+    await kube.waitFor(paths.pods(ns, floor), o => o === undefined, 120_000);
+    for (const pvc of ["a", "b"]) await kube.delete(paths.pvcs(ns, `${floor}-${pvc}`));
+  }
+  await kube.delete(`/api/v1/namespaces/${ns}`);
+  const s = Object.fromEntries(Object.entries(m).map(([k, v]) => [k, stats(v)]));
+  return { ...s, forkOverFloorP50: hundredths(s.forkFirstCommand.p50 / s.floorCloneReady.p50) };
 }
 
 /**
@@ -238,12 +281,12 @@ function floorPVC(name: string) {
  * out is what CubePod adds: the rootfs as the root (its fill and subpath mounts), the hardening,
  * the network policy.
  */
-function floorPod(name: string) {
+function floorPod(name: string, spec = validTemplate) {
   const box = buildBoxPod({
     namespace: "floor",
     podName: name,
     boxName: name,
-    template: { name: "real", spec: validTemplate },
+    template: { name: "real", spec },
     rootfsPVCName: `${name}-a`,
     workspacePVCName: `${name}-b`,
   });
@@ -255,12 +298,13 @@ function floorPod(name: string) {
     spec: {
       ...REAL_NODE_PLACEMENT,
       terminationGracePeriodSeconds: box.spec!.terminationGracePeriodSeconds,
+      ...(spec.runtimeClassName ? { runtimeClassName: spec.runtimeClassName } : {}),
       automountServiceAccountToken: false,
       enableServiceLinks: false,
       initContainers: [
         {
           name: "install",
-          image: validTemplate.poddInjectorImage,
+          image: spec.poddInjectorImage,
           command: ["cp", "/opt/cubepod/bin/podd", "/bin-dir/"],
           volumeMounts: [{ name: "bin", mountPath: "/bin-dir" }],
         },
@@ -268,10 +312,10 @@ function floorPod(name: string) {
       containers: [
         {
           name: "sandbox",
-          image: validTemplate.image,
+          image: spec.image,
           command: ["/opt/cubepod/bin/podd"],
           env: [
-            { name: "CUBEPOD_ENVD_PORT", value: String(validTemplate.envdPort) },
+            { name: "CUBEPOD_ENVD_PORT", value: String(spec.envdPort) },
             { name: "CUBEPOD_CONTROL_PUBLIC_KEY", value: Buffer.alloc(32, 1).toString("base64") },
             { name: "CUBEPOD_POD_UID", valueFrom: { fieldRef: { fieldPath: "metadata.uid" } } },
           ],
@@ -291,11 +335,4 @@ function floorPod(name: string) {
       ],
     },
   };
-}
-
-async function writeData(podd: PoddClient): Promise<void> {
-  const form = new FormData();
-  form.append("file", new Blob([Buffer.alloc(DATA_MIB << 20, 7)]), "/workspace/data.bin");
-  const r = await podd.fetch("/files?path=/workspace/data.bin", { method: "POST", body: form });
-  if (r.status !== 200) throw new Error(`writing the data: ${r.status} ${await r.text()}`);
 }

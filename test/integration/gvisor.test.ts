@@ -13,7 +13,7 @@ import { inNamespace } from "./lifecycle-helpers";
  */
 
 const kube = new Kube();
-const SIZE = "64Mi";
+const SIZE = "1Gi";
 let ns: string;
 let h: ReturnType<typeof inNamespace>;
 
@@ -74,7 +74,7 @@ describe("a sandbox under gVisor", () => {
     expect(await root("ls /dev")).not.toMatch(/\b(sda|vda|nvme0n1|kvm|mem)\b/);
   });
 
-  it("has the rootfs volume as its root: what it installs survives a pause (a new boot), goes with a fork (Copy), and a reset drops it", async () => {
+  it("has the rootfs volume as its root: what it installs survives a pause (a new boot), goes with a fork (Clone), and a reset drops it", async () => {
     await h.createBox("installer", { templateRef: "gvisor" });
     let podd = await running("installer");
     // The image's tree as filled onto the volume: its user, and sudo for it (set-user-ID).

@@ -18,7 +18,7 @@ import { inNamespace } from "./lifecycle-helpers";
 jest.setTimeout(300_000);
 
 const kube = new Kube();
-const SIZE = "64Mi";
+const SIZE = "1Gi";
 const WORKSPACE_FILE = "/workspace/matrix.txt";
 let ns: string;
 let h: ReturnType<typeof inNamespace>;

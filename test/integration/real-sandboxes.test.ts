@@ -35,7 +35,7 @@ let h: ReturnType<typeof inNamespace>;
 /** The deployed gateway's token key, from which its credentials for the daemons follow. */
 let tokenKey: string;
 const WORKSPACE_FILE = "/workspace/notes.txt";
-const VOLUME_SIZE = "64Mi";
+const VOLUME_SIZE = "1Gi";
 
 beforeAll(async () => {
   await deployModule(kube);
@@ -215,7 +215,7 @@ const resume = async (name: string) => {
 };
 
 describe("a sandbox on the real node (Filesystem)", () => {
-  it("keeps what an agent installs and its workspace across a pause; a fork (Copy) has them, apart from its parent; a reset keeps only the workspace", async () => {
+  it("keeps what an agent installs and its workspace across a pause; a fork (Clone) has them, apart from its parent; a reset keeps only the workspace", async () => {
     await h.createBox("agent", { templateRef: "fs" });
     let podd = await running("agent");
     // The volume's copy of the image is the image: owners, set-user-ID bits, the user's home.
@@ -234,11 +234,18 @@ describe("a sandbox on the real node (Filesystem)", () => {
     // Its volume holds podd since its first start: the resumed Pod needed no init container.
     expect(await initContainers("agent")).toEqual([]);
 
-    // The fork waits for its copy Pod, which runs on the real node and copies both volumes.
+    // The fork's volumes are the CSI driver's clones of its parent's: no copy Pod.
     await h.createBox("agent-fork", { templateRef: "fs", forkFrom: "agent" });
     const child = await running("agent-fork", "ForkCloned");
     const events = await kube.get(eventsAbout(ns, "agent-fork"));
-    expect(events.body.items.map((e: Obj) => e.reason)).toContain("ForkCopying");
+    expect(events.body.items.map((e: Obj) => e.reason)).not.toContain("ForkCopying");
+    for (const role of ["rootfs-g1", "workspace"]) {
+      const pvc = (await kube.get(paths.pvcs(ns, `agent-fork-${role}`))).body;
+      expect(pvc.spec.dataSource).toMatchObject({
+        kind: "PersistentVolumeClaim",
+        name: `agent-${role}`,
+      });
+    }
     expect(await h.podsOf("agent-fork")).toEqual(["agent-fork"]);
     expect(await initContainers("agent-fork")).toEqual([]);
     expect(await read(child, WORKSPACE_FILE)).toBe("in the workspace");
@@ -394,7 +401,8 @@ describe("a template's seed on the real node (rootfs.seed)", () => {
   });
 });
 
-const volumesDir = `${process.env.CUBEPOD_CLUSTER_DIR ?? `${__dirname}/../../.cluster`}/real-node/volumes`;
+/** The CSI driver's images (local-cluster/csi.sh): a volume's is `<PV name>.img`. */
+const volumesDir = `${process.env.CUBEPOD_CLUSTER_DIR ?? `${__dirname}/../../.cluster`}/real-node/pool/volumes`;
 
 /** The PersistentVolumes bound to a volume key's PVCs (its rootfs or workspace only, if given). */
 async function boundVolumes(key: string, role?: "rootfs" | "workspace"): Promise<string[]> {
@@ -405,7 +413,7 @@ async function boundVolumes(key: string, role?: "rootfs" | "workspace"): Promise
 }
 
 describe("a sandbox on the real node (Block)", () => {
-  it("gets filesystems on its blank devices and the rootfs as its root: what an agent installs survives a pause, goes with a fork (Copy), and a reset drops it", async () => {
+  it("gets filesystems on its blank devices and the rootfs as its root: what an agent installs survives a pause, goes with a fork (Clone), and a reset drops it", async () => {
     await h.createBox("raw", { templateRef: "block" });
     let podd = await running("raw");
     // Both devices are ext4 filesystems now, mounted as the root's directories and /workspace;
