@@ -1,7 +1,7 @@
 /**
  * CubePod benchmarks on the local control plane (kwok). `npm run bench` runs all of them;
- * `npm run bench -- warm floor stream saturation cold admission gateway flood real sandbox envd
- * scale scale10k sharded sharded10k tls egress` picks some (scenarios/): `npm run bench -- flood`, say,
+ * `npm run bench -- warm floor stream saturation cold admission gateway flood real forks sandbox
+ * envd scale scale10k sharded sharded10k tls egress` picks some (scenarios/): `npm run bench -- flood`, say,
  * measures the gateway's per-tenant limits while one tenant floods it. Prints a table and saves
  * the figures as JSON under bench/results/ (git-ignored); `npm run bench:baseline -- <file>`
  * makes a run the baseline that docs/benchmarks.md shows. Not part of `npm test`: tests never
@@ -9,7 +9,7 @@
  */
 import { cluster, Kube, paths } from "../testkit/kube";
 import { podTemplate, TEMPLATE } from "../testkit/objects";
-import { noBenchNamespaces, printTable, saveResults } from "./lib/results";
+import { noBenchNamespaces, printTable, results, saveResults } from "./lib/results";
 import { benchAdmission } from "./scenarios/admission";
 import { benchBaseline } from "./scenarios/baseline";
 import { benchCold } from "./scenarios/cold";
@@ -18,7 +18,7 @@ import { benchFloor } from "./scenarios/floor";
 import { benchFlood } from "./scenarios/flood";
 import { benchGateway } from "./scenarios/gateway";
 import { benchEnvd } from "./scenarios/envd";
-import { benchRealNode } from "./scenarios/real-node";
+import { benchForks, benchRealNode } from "./scenarios/real-node";
 import { benchSandbox } from "./scenarios/sandbox";
 import { benchSaturation } from "./scenarios/saturation";
 import { benchScale } from "./scenarios/scale";
@@ -45,6 +45,13 @@ async function main() {
   if (wanted("admission")) await benchAdmission(kube, ns);
   if (wanted("gateway")) await benchGateway(kube);
   if (wanted("real")) await benchRealNode(kube);
+  // Part of `real`; alone when named.
+  if (pick.includes("forks") && !pick.includes("real")) {
+    results.forks = {
+      what: "forks under gVisor to their first command, against a bare clone and Pod (ms)",
+      ...(await benchForks(kube)),
+    };
+  }
   if (wanted("sandbox")) await benchSandbox(kube);
   if (wanted("sandbox") || wanted("envd")) await benchEnvd(kube);
   await kube.delete(`/api/v1/namespaces/${ns}`);

@@ -229,7 +229,7 @@ function floorPVC(name: string, size = REAL_TEMPLATE.rootfs.size, cloneOf?: stri
  * floor, a bare clone of the box's two claims with the least sandbox Pod on them until it is
  * ready (its daemon answers), in the same run.
  */
-async function benchForks(kube: Kube) {
+export async function benchForks(kube: Kube) {
   const ns = await kube.namespace("bench-forks");
   const spec = validated(FORK_TEMPLATE);
   await kube.mustCreate(paths.podtemplates(ns), podTemplate("forkable", FORK_TEMPLATE));

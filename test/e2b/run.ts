@@ -300,6 +300,7 @@ async function runPy(
   mkdirSync(plugins);
   writeFileSync(join(plugins, "cubepod_outcomes.py"), outcomesPlugin(outcomes));
   /** Whether a file defines a test function of a listed name (at any indentation). */
+  let exit: number | null = null;
   const defines = (f: string, name: string) =>
     existsSync(join(work, f)) &&
     new RegExp(`^\\s*(async\\s+)?def ${name}\\(`, "m").test(readFileSync(join(work, f), "utf8"));
@@ -319,10 +320,10 @@ async function runPy(
       ...[`--junitxml=${report}`, "-q", ...deselect],
     ];
     const [file, wrapped] = underResolver(setup, [python, ...args]);
-    await new Promise<void>((resolve, reject) => {
+    exit = await new Promise<number | null>((resolve, reject) => {
       const child = spawn(file, wrapped, { cwd: work, env, stdio: "inherit" });
       child.on("error", reject);
-      child.on("exit", () => resolve());
+      child.on("exit", code => resolve(code));
     });
   }
   if (!existsSync(report)) throw new Error("pytest wrote no report");
@@ -333,7 +334,11 @@ async function runPy(
   const notRun = selected("selected-py.txt", true, false).filter(f => !files.includes(f));
   return {
     ...junitCounts(readFileSync(report, "utf8")),
-    problems: skipProblems(names, seen, pyNames, excused(names, files, notRun, defines)),
+    problems: [
+      ...skipProblems(names, seen, pyNames, excused(names, files, notRun, defines)),
+      // 0: all passed, 1: some failed (counted); anything else is pytest's own failure.
+      ...(exit === 0 || exit === 1 ? [] : [`pytest ended with ${exit ?? "a signal"}`]),
+    ],
   };
 }
 

@@ -147,9 +147,17 @@ const remove = async (name: string) => {
 
 /** Claims a standby of `pool` once one is ready, so that the claim never falls back to a start. */
 async function claim(name: string, pool = "pool", spec: object = {}) {
-  await kube.waitFor(
-    paths.podwarmpools(ns, pool),
-    o => (o?.status?.readyReplicas ?? 0) >= 1,
+  // A standby no box has taken yet: the pool's status lags behind claims, which defer their
+  // writes, and a claim made on it alone may find the pool empty and start cold.
+  await kube.waitForItems(
+    `${paths.pods(ns)}?labelSelector=pod.cubeplex.ai/pool=${pool}`,
+    pods =>
+      pods.some(
+        p =>
+          !p.metadata.deletionTimestamp &&
+          !(p.metadata.ownerReferences ?? []).some((o: Obj) => o.kind === "PodBox") &&
+          (p.status?.conditions ?? []).some((c: Obj) => c.type === "Ready" && c.status === "True"),
+      ),
     240_000,
   );
   await h.createBox(name, { warmPoolRef: pool, ...spec });

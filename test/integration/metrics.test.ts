@@ -25,11 +25,14 @@ async function scrape(): Promise<Map<string, number>> {
   }
   return values;
 }
-/** Scrapes until `check` holds (the gauges follow a watch, a moment behind the API server). */
+/**
+ * Scrapes until `check` holds: the gauges follow a watch, a moment behind the API server, and a
+ * pool's count waits for its new standby (its claims bound at the first consumer, then started).
+ */
 async function eventually(
   check: (m: Map<string, number>) => boolean,
 ): Promise<Map<string, number>> {
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < 600; i++) {
     const m = await scrape();
     if (check(m)) return m;
     await new Promise(r => setTimeout(r, 100));
