@@ -9,6 +9,7 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"cubepod.local/csi-driver/loop"
 	"cubepod.local/csi-driver/pool"
 )
 
@@ -188,7 +189,7 @@ func (d *Driver) ControllerExpandVolume(_ context.Context, req *csi.ControllerEx
 	if dev, err := d.deviceOf(v.ID); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	} else if dev != "" {
-		if err := refresh(dev); err != nil {
+		if err := loop.Refresh(dev); err != nil {
 			return nil, status.Error(codes.Internal, err.Error())
 		}
 	}

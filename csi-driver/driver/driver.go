@@ -6,7 +6,6 @@ package driver
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net"
 	"os"
@@ -184,5 +183,3 @@ func (k *keyedMutex) lock(key string) func() {
 		k.mu.Unlock()
 	}
 }
-
-func (d *Driver) String() string { return fmt.Sprintf("%s on %s", d.config.Name, d.config.NodeID) }

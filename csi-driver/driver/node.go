@@ -17,6 +17,7 @@ import (
 	"k8s.io/mount-utils"
 
 	"cubepod.local/csi-driver/loop"
+	"cubepod.local/csi-driver/pool"
 )
 
 // NodeGetCapabilities lists what the node does.
@@ -43,6 +44,23 @@ func (d *Driver) NodeGetInfo(context.Context, *csi.NodeGetInfoRequest) (*csi.Nod
 // deviceOf is the loop device holding the volume's image, or "" when it is not staged.
 func (d *Driver) deviceOf(volumeID string) (string, error) {
 	return loop.Of(d.pool.ImagePath(volumeID))
+}
+
+// stagedDevice is a staged volume and its loop device, or the CSI error for a volume the pool
+// does not hold (NotFound) or the node has not staged (FailedPrecondition).
+func (d *Driver) stagedDevice(id string) (pool.Volume, string, error) {
+	v, err := d.pool.Volume(id)
+	if err != nil {
+		return v, "", codeOf(err)
+	}
+	dev, err := d.deviceOf(id)
+	if err != nil {
+		return v, "", status.Error(codes.Internal, err.Error())
+	}
+	if dev == "" {
+		return v, "", status.Errorf(codes.FailedPrecondition, "volume %q is not staged", id)
+	}
+	return v, dev, nil
 }
 
 // NodeStageVolume attaches the volume's image to a loop device and, for a Filesystem volume,
@@ -155,15 +173,9 @@ func (d *Driver) NodePublishVolume(_ context.Context, req *csi.NodePublishVolume
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
-	if _, err := d.pool.Volume(id); err != nil {
-		return nil, codeOf(err)
-	}
-	dev, err := d.deviceOf(id)
+	_, dev, err := d.stagedDevice(id)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	if dev == "" {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q is not staged", id)
+		return nil, err
 	}
 	options := []string{"bind"}
 	if req.GetReadonly() {
@@ -265,26 +277,18 @@ func (d *Driver) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRe
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
-	v, err := d.pool.Volume(id)
+	v, dev, err := d.stagedDevice(id)
 	if err != nil {
-		return nil, codeOf(err)
+		return nil, err
 	}
-	dev, err := d.deviceOf(id)
-	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
-	}
-	if dev == "" {
-		return nil, status.Errorf(codes.FailedPrecondition, "volume %q is not staged", id)
-	}
-	if err := refresh(dev); err != nil {
+	if err := loop.Refresh(dev); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	if req.GetVolumeCapability().GetBlock() == nil {
-		if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
-			return nil, status.Errorf(codes.NotFound, "volume path %s does not exist", path)
-		}
 		var st unix.Stat_t
-		if err := unix.Stat(path, &st); err == nil && st.Mode&unix.S_IFMT != unix.S_IFBLK {
+		if err := unix.Stat(path, &st); errors.Is(err, unix.ENOENT) {
+			return nil, status.Errorf(codes.NotFound, "volume path %s does not exist", path)
+		} else if err == nil && st.Mode&unix.S_IFMT != unix.S_IFBLK {
 			if _, err := mount.NewResizeFs(d.mounter.Exec).Resize(dev, path); err != nil {
 				if strings.Contains(err.Error(), "Permission denied to resize") {
 					// The kernel's online ext4 resize wants CAP_SYS_RESOURCE: a node without it
@@ -297,11 +301,6 @@ func (d *Driver) NodeExpandVolume(_ context.Context, req *csi.NodeExpandVolumeRe
 		}
 	}
 	return &csi.NodeExpandVolumeResponse{CapacityBytes: v.Capacity}, nil
-}
-
-// refresh makes the loop device take its image's size, if that changed.
-func refresh(dev string) error {
-	return loop.Refresh(dev)
 }
 
 // quiesce makes the volume's image whole for a clone: a mounted filesystem is frozen (and thawed
