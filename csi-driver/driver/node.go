@@ -149,7 +149,7 @@ func (d *Driver) NodeUnstageVolume(_ context.Context, req *csi.NodeUnstageVolume
 	}
 	unlock := d.locks.lock(id)
 	defer unlock()
-	if err := mount.CleanupMountPoint(staging, d.mounter, true); err != nil {
+	if err := d.unmountStaging(staging); err != nil {
 		return nil, status.Error(codes.Internal, err.Error())
 	}
 	if err := loop.Detach(d.pool.ImagePath(id)); err != nil {

@@ -51,6 +51,14 @@ function staged(image: string): boolean {
     });
 }
 
+/** The driver's failed unstages, as its log tells them. */
+function failedUnstages(): string {
+  const log = readFileSync(join(CLUSTER_DIR, "logs", "csi-driver.log"), "utf8").split("\n");
+  return (
+    log.filter(l => l.includes("call failed") && l.includes("NodeUnstage")).join("\n") || "none"
+  );
+}
+
 function claim(name: string, size: string, more: Obj = {}) {
   return kube.mustCreate(paths.pvcs(ns), {
     apiVersion: "v1",
@@ -167,7 +175,8 @@ describe("the real node's CSI driver", () => {
     // The kubelet unstages it once no Pod uses it (its loop device goes): the next Pod stages it.
     const image = join(POOL, "volumes", `${src.spec.volumeName}.img`);
     for (let i = 0; staged(image); i++) {
-      if (i > 600) throw new Error(`${image} stayed staged after its Pod was gone`);
+      if (i > 1500)
+        throw new Error(`${image} stayed staged after its Pod was gone: ${failedUnstages()}`);
       await new Promise(r => setTimeout(r, 100));
     }
     const grown = await run(
