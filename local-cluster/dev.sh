@@ -12,8 +12,8 @@ kubectl apply -f samples/podtemplate.yaml -f samples/podwarmpool.yaml -f samples
 kubectl apply -f samples/sandbox-pod.yaml
 kubectl apply -f samples/real-sandbox.yaml
 kubectl apply -f samples/tenant-defaults.yaml
-# An API key of the gateway for cubepod-demo (only its hash is stored), and the podd stand-in that
-# answers for the demo's sandboxes while kwok's Pods run nothing.
+# An API key of the gateway for cubepod-demo (only its hash is stored). The E2B example below uses
+# the real node's template; the kwok samples show the operator only, their Pods running nothing.
 key=e2b_$(openssl rand -hex 20)
 kubectl -n cubepod-demo apply -f - >/dev/null <<EOF
 apiVersion: pod.cubeplex.ai/v1alpha1
@@ -21,7 +21,6 @@ kind: PodAPIKey
 metadata: { name: demo-agents }
 spec: { sha256: $(printf %s "$key" | sha256sum | cut -d' ' -f1), description: "npm run dev's key" }
 EOF
-start envd-stand-in npx tsx local-cluster/serve-envd-stand-in.ts cubepod-demo
 # A session starting again counts as activity, as a gateway would record it: sample boxes the
 # reaper paused while nobody used them (idleTimeoutSeconds) resume. Metadata only: no webhook call.
 kubectl -n cubepod-demo annotate pbox --all --overwrite \

@@ -3,7 +3,6 @@
 # configurations. --purge also deletes the cluster's data (etcd, certificates, kubeconfig).
 set -euo pipefail
 . "$(dirname "$0")/env.sh"
-stop envd-stand-in TERM 20
 bash "$here/gateway.sh" stop || true
 bash "$here/module.sh" stop || true
 bash "$here/real-node.sh" stop || true

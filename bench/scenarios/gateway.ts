@@ -3,7 +3,7 @@ import { Agent, request } from "node:http";
 import { connect, Socket } from "node:net";
 import { join } from "node:path";
 import { Sandbox } from "e2b";
-import { ECHO_PORT } from "../../testkit/envd-stand-in";
+import { ECHO_PORT } from "../lib/envd-stand-in";
 import { Kube, paths, ROOT } from "../../testkit/kube";
 import { podAPIKey, podTemplate, TEMPLATE } from "../../testkit/objects";
 import { inGroups, openLoop, poissonArrivals } from "../lib/arrivals";
@@ -86,7 +86,7 @@ export async function benchGateway(kube: Kube) {
   await kube.mustCreate(paths.podapikeys(ns), podAPIKey("bench-agents", key));
   // The daemons in a process of their own, as each sandbox's podd is: not in the measuring one.
   const standIn = await ownProcess(
-    [join(ROOT, "local-cluster", "serve-envd-stand-in.ts"), ns],
+    [join(ROOT, "bench", "scenarios", "floor-envd.ts"), ns],
     "podd stand-in serving",
   );
   const opts = sdkOptions(key);

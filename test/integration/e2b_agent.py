@@ -10,6 +10,7 @@ from e2b import Sandbox, SandboxQuery
 sbx = Sandbox.create("cold", metadata={"lang": "python"}, envs={"FROM": "python"})
 seen = {"id": sbx.sandbox_id}
 seen["stdout"] = sbx.commands.run("echo from python").stdout
+seen["env"] = sbx.commands.run("printenv FROM").stdout
 seen["state"] = sbx.get_info().state.value
 seen["listed"] = [
     s.sandbox_id for s in Sandbox.list(query=SandboxQuery(metadata={"lang": "python"})).next_items()
@@ -18,6 +19,7 @@ seen["paused"] = sbx.pause()
 seen["state_after_pause"] = Sandbox.get_info(sbx.sandbox_id).state.value
 resumed = Sandbox.connect(sbx.sandbox_id)
 seen["stdout_after_resume"] = resumed.commands.run("echo resumed").stdout
+seen["env_after_resume"] = resumed.commands.run("printenv FROM").stdout
 seen["killed"] = resumed.kill()
 seen["killed_again"] = Sandbox.kill(sbx.sandbox_id)
 print(json.dumps(seen))

@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import { createServer, IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { Kube, Obj, paths } from "./kube";
+import { Kube, Obj, paths } from "../../testkit/kube";
 
 /** What one sandbox's stand-in was told by the gateway's `/init`. */
 export type Init = { envVars: Record<string, string>; accessToken: string };
@@ -10,12 +10,14 @@ export type Init = { envVars: Record<string, string>; accessToken: string };
 export const ECHO_PORT = 8000;
 
 /**
- * A stand-in for podd while sandboxes run on kwok, which runs no containers (the tests, and the
- * demo of `npm run dev`): it plays each sandbox's daemon (E2B's envd) on its Pod's loopback IP: `GET /health`, `POST /init`, and Connect's `process.Process/Start` (server
- * streaming, JSON) enough for the SDK's `commands.run`, checking `X-Access-Token` as envd does;
- * plus, on {@link ECHO_PORT}, an echo of each request, a sink (`POST /sink`: the size and SHA-256
- * of what it read, streamed) and a WebSocket echo of text messages. It follows the Pods of the
- * namespaces it is given.
+ * A floor for the gateway benchmark, and no test's: the least daemon the gateway can route to, so
+ * that what the benchmark measures is the gateway's own cost, on kwok's Pods, which run no
+ * containers. It answers for each sandbox's daemon (E2B's envd) on its Pod's loopback IP:
+ * `GET /health`, `POST /init`, and Connect's `process.Process/Start` (server streaming, JSON)
+ * enough for the SDK's `commands.run`, running nothing, checking the access token from its `/init`
+ * but not the control credential; plus, on {@link ECHO_PORT}, an echo of each request, a sink
+ * (`POST /sink`: the size and SHA-256 of what it read, streamed) and a WebSocket echo of text
+ * messages. It follows the Pods of the namespaces it is given. The tests run against real podd.
  */
 export class EnvdStandIn {
   readonly inits = new Map<string, Init>();
