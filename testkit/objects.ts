@@ -16,8 +16,8 @@ export const REAL_NODE_PLACEMENT = {
 
 /**
  * A PodTemplate for the real node: its images, volumes of `size` each from its CSI driver, forks
- * cloned; runc, and in Block mode runc standing in for the VM that mounts the devices
- * (runtime-class.yaml).
+ * cloned, paused forks (E2B's snapshots) taken as its VolumeSnapshots; runc, and in Block mode
+ * runc standing in for the VM that mounts the devices (runtime-class.yaml).
  */
 export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
   return {
@@ -27,6 +27,7 @@ export function realTemplate(volumeMode: "Filesystem" | "Block", size: string) {
     volumeMode,
     storageClassName: "cubepod-local",
     forkStrategy: "Clone",
+    volumeSnapshotClassName: "cubepod-local",
     // The Debian image is E2B's kind: its user has sudo, which needs set-user-ID to work.
     security: { allowPrivilegeEscalation: true },
     rootfs: { size },

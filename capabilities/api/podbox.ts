@@ -18,6 +18,7 @@ export const PROBLEM_REASONS = [
   "PodFailed",
   "PodNotStarting",
   "ForkCopyFailed",
+  "SnapshotFailed",
   "EgressNotEnforced",
   "Forbidden",
   "APIError",
@@ -30,6 +31,8 @@ export const REASONS = [
   "WarmPoolClaimed",
   "ForkCloned",
   "ForkCopying",
+  "Snapshotting",
+  "Snapshotted",
   "Paused",
   "IdlePaused",
   "Resumed",
@@ -88,7 +91,11 @@ export const podBoxSpecSchema = z
     desiredState: z.enum(DESIRED_STATES).default("Running"),
     forkFrom: objectName("PodBox")
       .optional()
-      .meta({ description: "Clone both volumes of this PodBox (same namespace)." }),
+      .meta({
+        description:
+          "Clone both volumes of this PodBox (same namespace). Created Paused, with a template " +
+          "that names a volumeSnapshotClassName: take them at once as VolumeSnapshots, with no Pod.",
+      }),
     volumeKey: dnsLabel(40).optional().meta({
       description:
         "Re-attach the volumes kept under this key (a retained box's name) instead of new ones.",
@@ -167,6 +174,13 @@ export const podBoxStatusSchema = z.object({
   rootfsPoddImage: z.string().optional().meta({
     description:
       "Filesystem mode: the podd injector image whose podd the rootfs volume holds, left there by the Pod that filled it; the next Pod on that volume with the same injector starts without init containers.",
+  }),
+  rootfsSnapshotName: z.string().optional().meta({
+    description:
+      "A paused fork's rootfs volume, held as this VolumeSnapshot (ready) until the box first runs; its forks restore from it.",
+  }),
+  workspaceSnapshotName: z.string().optional().meta({
+    description: "The same for the workspace volume.",
   }),
   templateName: z.string().optional().meta({
     description:

@@ -194,6 +194,15 @@ export const podTemplateSpecSchema = z.object({
         "Clone: fork PVCs through dataSource (CSI clone). Copy: for classes without clone support, " +
         "create empty PVCs and let the operator copy the parent's data.",
     }),
+  volumeSnapshotClassName: objectName("VolumeSnapshotClass", "cluster")
+    .optional()
+    .meta({
+      description:
+        "A VolumeSnapshotClass of the storage class's driver. A fork created Paused (E2B's " +
+        "snapshots) then takes its parent's volumes at once as VolumeSnapshots of this class, with " +
+        "no Pod, and its own forks restore from them. Unset: such a fork takes its volumes when it " +
+        "first runs.",
+    }),
 });
 
 export const podTemplateStatusSchema = z.object({

@@ -6,6 +6,7 @@ import { ANNOTATION_EGRESS, EGRESS_CONDITION, egressCondition } from "../network
 import { buildBoxPVCs } from "../manifests/pvcs";
 import { buildCopyPod, CopyPodInput } from "../manifests/copy-pod";
 import { rootfsPVCName, workspacePVCName } from "../manifests/names";
+import { buildBoxSnapshots } from "../manifests/snapshots";
 import type { Owner } from "../manifests/types";
 import { boxOwnerRef } from "../manifests/owner";
 import { poddImageHash } from "../manifests/template-hash";
@@ -42,8 +43,18 @@ type Outcome = {
   rootfsGeneration?: number;
   /** The podd on the rootfs volume ({@link PodBoxStatus}); "" forgets it. */
   rootfsPoddImage?: string;
+  /** The VolumeSnapshots a paused fork holds its volumes as; null forgets them, unset keeps. */
+  snapshots?: Snapshots | null;
   lastActivityAt?: string;
 };
+
+/** A paused fork's volumes held as VolumeSnapshots (its status names them). */
+type Snapshots = { rootfsSnapshotName: string; workspaceSnapshotName: string };
+
+/** How soon a box whose VolumeSnapshots are being cut looks again: nothing watches them. */
+export const SNAPSHOT_RECHECK_MS = 500;
+/** How soon it looks again while the driver fails to cut one (the snapshotter retries it). */
+export const SNAPSHOT_FAILED_RECHECK_MS = 5000;
 
 /**
  * Whether a reconcile of this box may list its Pods and PVCs from the API server's watch cache,
@@ -79,6 +90,7 @@ export function decideBox(o: BoxObservation): BoxPlan {
     return teardown(o, reason === "LeaseExpired" || reason === "Expired" ? reason : "Terminated");
   }
   if (effective.desired === "Paused") {
+    if (o.box.spec.desiredState === "Paused" && takesSnapshots(o)) return snapshot(o);
     const reason = effective.reason;
     return pause(o, reason === "IdlePaused" || reason === "Expired" ? reason : "Paused");
   }
@@ -199,6 +211,11 @@ type BoxTarget = {
   /** A new fork's volumes come from its parent (`parent`, once that has them). */
   clone: boolean;
   parent?: Extract<ObservedParent, { state: "ready" }>;
+  /**
+   * A new fork's volumes restored from VolumeSnapshots instead: its own (a paused fork that took
+   * them, now resumed), or its parent's (a fork of such a box).
+   */
+  restore?: Snapshots & { rootfsPoddImage?: string };
   /** The names of its PVCs, and the PVCs of those names that exist. */
   rootfsName: string;
   workspaceName: string;
@@ -222,8 +239,9 @@ function targetOf(o: BoxObservation): BoxTarget {
   const rootfsName = rootfsPVCName(key, generation);
   const workspaceName = workspacePVCName(key);
   const rootfs = pvcs.find(p => p.role === "rootfs" && p.name === rootfsName);
-  const parent = o.parent?.state === "ready" && clone ? o.parent : undefined;
-  const volumePodd = volumePoddOf(o, rootfsName, rootfs, clone, parent);
+  const restore = clone ? (ownSnapshots(o) ?? parentSnapshots(o)) : undefined;
+  const parent = o.parent?.state === "ready" && clone && !restore ? o.parent : undefined;
+  const volumePodd = volumePoddOf(o, rootfsName, rootfs, clone, parent ?? restore);
   return {
     key,
     pvcs,
@@ -234,6 +252,7 @@ function targetOf(o: BoxObservation): BoxTarget {
     initial,
     clone,
     parent,
+    ...(restore ? { restore } : {}),
     rootfsName,
     workspaceName,
     rootfs,
@@ -258,7 +277,7 @@ function volumePoddOf(
   rootfsName: string,
   rootfs: ObservedPVC | undefined,
   clone: boolean,
-  parent: BoxTarget["parent"],
+  parent: { rootfsPoddImage?: string } | undefined,
 ): string | undefined {
   const prev = o.box.status ?? {};
   if (prev.rootfsPVCName === rootfsName) return prev.rootfsPoddImage;
@@ -461,9 +480,9 @@ function awaitParent(
   t: BoxTarget,
   actions: ObjectAction[],
 ): BoxPlan | undefined {
-  if (!missing(t) || !t.clone) return undefined;
+  if (!missing(t) || !t.clone || t.restore) return undefined;
   const state = o.parent?.state ?? "missing";
-  if (state === "ready") return undefined;
+  if (state === "ready" || state === "snapshots") return undefined;
   const parent = o.box.spec.forkFrom;
   if (state === "deleting") {
     // The parent's volumes may vanish during a clone: never start one. forkFrom is immutable, so
@@ -504,6 +523,7 @@ function createVolumes(o: Templated, t: BoxTarget): ObjectAction[] {
     rootfsGeneration: t.generation,
     owner: boxOwner(o),
     forkFrom: t.parent,
+    restoreFrom: t.restore,
   });
   return [
     ...(t.workspace ? [] : [{ type: "createPVC" as const, pvc: built.workspace }]),
@@ -639,7 +659,11 @@ function reportRunning(
     reason: t.reason,
     message: keep
       ? prev.message!
-      : runningMessage(t.reason, t.generation, o.template.spec.forkStrategy === "Copy"),
+      : runningMessage(
+          t.reason,
+          t.generation,
+          t.restore ? "restored" : o.template.spec.forkStrategy === "Copy" ? "copied" : "cloned",
+        ),
   });
 }
 
@@ -754,6 +778,145 @@ function pause(o: BoxObservation, reason: "Paused" | "IdlePaused" | "Expired"): 
   });
 }
 
+/** The VolumeSnapshots a status names, when it names both. */
+function snapshotsOf(status: PodBoxStatus): Snapshots | undefined {
+  const { rootfsSnapshotName, workspaceSnapshotName } = status;
+  return rootfsSnapshotName && workspaceSnapshotName
+    ? { rootfsSnapshotName, workspaceSnapshotName }
+    : undefined;
+}
+
+/** A paused fork that took its volumes as VolumeSnapshots, restoring them as it first runs. */
+function ownSnapshots(o: BoxObservation): BoxTarget["restore"] {
+  const own = snapshotsOf(o.box.status ?? {});
+  const podd = o.box.status?.rootfsPoddImage;
+  return own && { ...own, ...(podd ? { rootfsPoddImage: podd } : {}) };
+}
+
+/** A fork of a paused fork that holds its volumes as VolumeSnapshots restores those. */
+function parentSnapshots(o: BoxObservation): BoxTarget["restore"] {
+  if (o.parent?.state !== "snapshots") return undefined;
+  const { rootfsSnapshotName, workspaceSnapshotName, rootfsPoddImage } = o.parent;
+  return {
+    rootfsSnapshotName,
+    workspaceSnapshotName,
+    ...(rootfsPoddImage ? { rootfsPoddImage } : {}),
+  };
+}
+
+/**
+ * A fork paused by its spec before it ever ran takes its parent's volumes now, as VolumeSnapshots,
+ * when its template names a VolumeSnapshotClass: a point in time with no Pod (a clone waits for
+ * one, the storage binding at the first consumer). Not a box that has volumes of its own already,
+ * nor a fork of such a snapshot, which has no volumes to take: those wait, paused, as any fork.
+ */
+function takesSnapshots(o: BoxObservation): boolean {
+  return (
+    Boolean(o.box.spec.forkFrom) &&
+    o.box.status?.rootfsGeneration === undefined &&
+    Boolean(o.template?.spec.volumeSnapshotClassName) &&
+    !o.pvcs.some(p => p.owner === "this") &&
+    o.parent?.state !== "snapshots"
+  );
+}
+
+/**
+ * Takes a paused fork's volumes as VolumeSnapshots of its parent's current rootfs and workspace,
+ * and reports it Paused (`Snapshotted`) once both are cut and ready: from then on its forks, and
+ * its own resume, restore them, whatever became of the parent.
+ */
+function snapshot(o: BoxObservation): BoxPlan {
+  const seen = o.snapshots ?? [];
+  const foreign = seen.find(s => s.owner !== "this");
+  if (foreign) {
+    return plan(o, [], {
+      phase: "Failed",
+      reason: "VolumesInUse",
+      message: `VolumeSnapshot ${foreign.name} exists and is not this box's`,
+    });
+  }
+  const rootfs = seen.find(s => s.role === "rootfs");
+  const workspace = seen.find(s => s.role === "workspace");
+  const parentName = o.box.spec.forkFrom!;
+  const parent = o.parent ?? { state: "missing" as const };
+  if (!rootfs || !workspace) {
+    if (parent.state === "ready") {
+      const built = buildBoxSnapshots({
+        namespace: o.box.namespace,
+        boxName: o.box.name,
+        template: o.template!,
+        source: parent,
+        owner: boxOwner(o),
+      });
+      const actions: ObjectAction[] = [
+        ...(rootfs ? [] : [{ type: "createVolumeSnapshot" as const, snapshot: built.rootfs }]),
+        ...(workspace
+          ? []
+          : [{ type: "createVolumeSnapshot" as const, snapshot: built.workspace }]),
+      ];
+      return {
+        ...plan(o, actions, {
+          phase: "Pending",
+          reason: "Snapshotting",
+          message: `taking PodBox ${parentName}'s volumes as VolumeSnapshots`,
+        }),
+        recheckAfterMs: SNAPSHOT_RECHECK_MS,
+      };
+    }
+    if (parent.state === "deleting") {
+      return plan(o, [], {
+        phase: "Failed",
+        reason: "ForkParentDeleting",
+        message: `PodBox ${parentName} is being deleted; a fork needs a parent that stays`,
+      });
+    }
+    return plan(
+      o,
+      [],
+      parent.state === "missing"
+        ? {
+            phase: "Pending",
+            reason: "ForkParentNotFound",
+            message: `PodBox ${parentName} (forkFrom) not found in namespace ${o.box.namespace}; waiting for it`,
+          }
+        : {
+            phase: "Pending",
+            reason: "ForkParentNotReady",
+            message: `PodBox ${parentName} (forkFrom) has no volumes yet; waiting for them`,
+          },
+      [{ kind: "PodBox", name: parentName }],
+    );
+  }
+  const failed = [rootfs, workspace].find(s => s.error);
+  if (failed) {
+    return {
+      ...plan(o, [], {
+        phase: "Pending",
+        reason: "SnapshotFailed",
+        message: `VolumeSnapshot ${failed.name}: ${failed.error}`,
+      }),
+      recheckAfterMs: SNAPSHOT_FAILED_RECHECK_MS,
+    };
+  }
+  if (!rootfs.ready || !workspace.ready) {
+    return {
+      ...plan(o, [], {
+        phase: "Pending",
+        reason: "Snapshotting",
+        message: `waiting for the VolumeSnapshots of PodBox ${parentName}'s volumes to be cut`,
+      }),
+      recheckAfterMs: SNAPSHOT_RECHECK_MS,
+    };
+  }
+  return plan(o, [], {
+    phase: "Paused",
+    reason: "Snapshotted",
+    message: `holds PodBox ${parentName}'s volumes as VolumeSnapshots; no Pod, no PVC`,
+    snapshots: { rootfsSnapshotName: rootfs.name, workspaceSnapshotName: workspace.name },
+    rootfsPoddImage: rootfs.poddImage ?? "",
+  });
+}
+
 function teardown(
   o: BoxObservation,
   reason: "Deleting" | "Terminated" | "LeaseExpired" | "Expired",
@@ -774,6 +937,12 @@ function teardown(
     // Retained volumes must outlive the box: garbage collection would follow the ownerReference.
     actions.push(...ours.map(p => ({ type: "orphanPVC" as const, name: p.name })));
   }
+  // Snapshots are deleted whatever the policy: nothing re-attaches them.
+  actions.push(
+    ...(o.snapshots ?? [])
+      .filter(s => s.owner === "this" && !s.deleting)
+      .map(s => ({ type: "deleteVolumeSnapshot" as const, name: s.name })),
+  );
   const podsGone = o.pods.length === 0;
   // The volumes are handled by this pass's own actions (deleted, or orphaned), which run before
   // the finalizer goes; waiting for another pass would hang, as nothing watches PVCs to wake it.
@@ -785,6 +954,7 @@ function teardown(
     message:
       (reason === "LeaseExpired" ? "lease expired: " : reason === "Expired" ? "expired: " : "") +
       (podsGone ? `Pod deleted${volumesKept}` : "terminating: waiting for the Pod to terminate"),
+    ...(podsGone ? { snapshots: null } : {}),
     ...(retain
       ? {
           rootfsPVCName: prev.rootfsPVCName,
@@ -867,14 +1037,18 @@ function runningFields(
   };
 }
 
-function runningMessage(reason: PodBoxReason, generation: number, copied: boolean): string {
+function runningMessage(
+  reason: PodBoxReason,
+  generation: number,
+  forked: "cloned" | "copied" | "restored",
+): string {
   switch (reason) {
     case "RootFSReset":
       return `running on a new rootfs (generation ${generation}); workspace kept`;
     case "ForkCloned":
-      return copied
-        ? "running on volumes copied from the parent"
-        : "running on volumes cloned from the parent";
+      return forked === "restored"
+        ? "running on volumes restored from VolumeSnapshots"
+        : `running on volumes ${forked} from the parent`;
     case "Resumed":
       return "resumed on its volumes";
     case "WarmPoolClaimed":
@@ -947,6 +1121,7 @@ function plan(
         : out.rootfsPVCName !== undefined && out.rootfsPVCName === prev.rootfsPVCName
           ? prev.rootfsPoddImage
           : undefined,
+    ...(out.snapshots === null ? {} : (out.snapshots ?? snapshotsOf(prev) ?? {})),
     templateName: o.template?.name ?? prev.templateName,
     reason: out.reason,
     message: out.message,

@@ -26,7 +26,10 @@ import type {
   ObservedParent,
   ObservedPod,
   ObservedPVC,
+  ObservedSnapshot,
 } from "./types";
+import { rootfsSnapshotName, workspaceSnapshotName } from "../manifests/names";
+import type { VolumeSnapshot } from "../manifests/snapshots";
 import { PermanentError } from "../kit/api-errors";
 import { kubeTime } from "../kit/conditions";
 import { isPodReady } from "../kit/pod-ready";
@@ -95,6 +98,21 @@ export async function observeBox(
     needParent ? getParent(client, namespace, spec.forkFrom!) : Promise.resolve(undefined),
   ]);
   const all = new Map(pvcs.concat(kept ?? []).map(p => [p.metadata!.name!, p]));
+  // Read by name, never watched nor listed: a cluster may not serve the kind at all (a 404 then
+  // reads as absent), and only forks of a template with a VolumeSnapshotClass can have them.
+  const snapshots =
+    status.rootfsSnapshotName ||
+    (spec.forkFrom && looked.template?.spec.volumeSnapshotClassName && needParent)
+      ? (
+          await Promise.all(
+            (["rootfs", "workspace"] as const).map(async role => {
+              const n = role === "rootfs" ? rootfsSnapshotName(name) : workspaceSnapshotName(name);
+              const v = await client.get<VolumeSnapshot>(paths.volumeSnapshots(namespace, n));
+              return v ? [observedSnapshot(v, uid, role)] : [];
+            }),
+          )
+        ).flat()
+      : undefined;
   // A claimed standby's Pod whose PVCs still carry the pool's labels.
   const podKeys = new Set(pods.map(p => p.metadata?.labels?.[LABEL_VOLUME_KEY]));
   for (const k of podKeys) {
@@ -125,6 +143,7 @@ export async function observeBox(
       : {}),
     pods: pods.map(observedPod),
     pvcs: [...all.values()].flatMap(p => observedPVC(p, uid)),
+    ...(snapshots ? { snapshots } : {}),
     parent,
     ...(conflict ? { conflict } : {}),
     now: kubeTime(now),
@@ -203,6 +222,15 @@ async function getParent(
   if (!parent) return { state: "missing" };
   if (parent.metadata?.deletionTimestamp) return { state: "deleting" };
   const { rootfsPVCName, workspacePVCName, rootfsPoddImage } = parent.status ?? {};
+  const { rootfsSnapshotName, workspaceSnapshotName } = parent.status ?? {};
+  if ((!rootfsPVCName || !workspacePVCName) && rootfsSnapshotName && workspaceSnapshotName) {
+    return {
+      state: "snapshots",
+      rootfsSnapshotName,
+      workspaceSnapshotName,
+      ...(rootfsPoddImage ? { rootfsPoddImage } : {}),
+    };
+  }
   if (!rootfsPVCName || !workspacePVCName) return { state: "notReady" };
   return {
     state: "ready",
@@ -297,4 +325,26 @@ export function observedPVC(p: kind.PersistentVolumeClaim, boxUid: string): Obse
             : "other",
     },
   ];
+}
+
+/**
+ * The VolumeSnapshot of a box's snapshot name for `role` as the decisions see it, with whose
+ * controller it is (pure): one of another object's by that name is not the box's.
+ */
+export function observedSnapshot(
+  v: VolumeSnapshot,
+  boxUid: string,
+  role: "rootfs" | "workspace",
+): ObservedSnapshot {
+  const controller = v.metadata.ownerReferences?.find(r => r.controller);
+  const poddImage = v.metadata.annotations?.[ANNOTATION_PODD_IMAGE];
+  return {
+    name: v.metadata.name,
+    role,
+    owner: !controller ? "none" : controller.uid === boxUid ? "this" : "other",
+    ready: v.status?.readyToUse === true,
+    ...(v.status?.error?.message ? { error: v.status.error.message } : {}),
+    deleting: Boolean(v.metadata.deletionTimestamp),
+    ...(poddImage ? { poddImage } : {}),
+  };
 }

@@ -160,6 +160,7 @@ export class BoxReconciler {
       if (this.#waiting.waitFor(key, namespace, plan.waitingFor ?? [], since)) {
         return { requeueAfterMs: 0 };
       }
+      if (plan.recheckAfterMs !== undefined) return { requeueAfterMs: plan.recheckAfterMs };
     } catch (e) {
       if (e instanceof NamespaceTerminatingError) {
         Log.debug({ box: key, error: e.message }, "namespace is being deleted; nothing to do");

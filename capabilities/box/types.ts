@@ -57,6 +57,21 @@ export type ObservedPVC = {
  */
 export type NameConflict = { kind: "Pod" | "PersistentVolumeClaim"; name: string };
 
+/** A VolumeSnapshot of the names a paused fork holds its volumes as. */
+export type ObservedSnapshot = {
+  name: string;
+  role: "rootfs" | "workspace";
+  /** Whose controller ownerReference it carries. */
+  owner: "this" | "other" | "none";
+  /** Cut and usable as a restore's source. */
+  ready: boolean;
+  /** The driver's error, while the snapshot controller retries it. */
+  error?: string;
+  deleting: boolean;
+  /** The podd its rootfs holds (its annotation). */
+  poddImage?: string;
+};
+
 /** The box named by `spec.forkFrom`, reduced to what a fork needs. */
 export type ObservedParent =
   | { state: "missing" }
@@ -67,6 +82,13 @@ export type ObservedParent =
       rootfsPVCName: string;
       workspacePVCName: string;
       /** The podd its rootfs volume holds (its status), which a copy or clone holds too. */
+      rootfsPoddImage?: string;
+    }
+  /** A paused fork that holds its volumes as VolumeSnapshots: its forks restore them. */
+  | {
+      state: "snapshots";
+      rootfsSnapshotName: string;
+      workspaceSnapshotName: string;
       rootfsPoddImage?: string;
     };
 
@@ -94,6 +116,11 @@ export type BoxObservation = {
   tenantDefault?: { namespace: string; name: string; spec: unknown };
   pods: ObservedPod[];
   pvcs: ObservedPVC[];
+  /**
+   * The VolumeSnapshots of the box's snapshot names, read when it can hold its volumes as such
+   * (a fork whose template names a VolumeSnapshotClass, or one that holds them).
+   */
+  snapshots?: ObservedSnapshot[];
   /** Present when spec.forkFrom is set. */
   parent?: ObservedParent;
   /** A name the box needs that another object holds (see {@link NameConflict}). */
@@ -131,4 +158,9 @@ export type BoxPlan = {
   waitingFor?: AwaitedObject[];
   /** Deletion only: everything is cleaned up, the finalizer may go. */
   cleanupDone?: boolean;
+  /**
+   * Reconcile again after this long: the box waits for what it does not watch (VolumeSnapshots,
+   * whose CRD a cluster may not serve: a watch of it would fail the module).
+   */
+  recheckAfterMs?: number;
 };

@@ -17,4 +17,5 @@ export const paths = {
   podWarmPools: path(GROUP, "podwarmpools"),
   podTemplates: path(GROUP, "podtemplates"),
   networkPolicies: path("/apis/networking.k8s.io/v1", "networkpolicies"),
+  volumeSnapshots: path("/apis/snapshot.storage.k8s.io/v1", "volumesnapshots"),
 };

@@ -9,6 +9,7 @@ import {
   LABEL_SEED_FILLED,
 } from "../manifests/labels";
 import { podOwnerRef } from "../manifests/owner";
+import type { VolumeSnapshot } from "../manifests/snapshots";
 import type { Owner } from "../manifests/types";
 import {
   describeError,
@@ -51,7 +52,18 @@ export type ObjectAction =
   /** Record on a template's seed PVC that its fill Pod succeeded: boxes may clone it now. */
   | { type: "markSeedFilled"; name: string }
   /** Give the namespace a copy of a tenant default template (manifests/tenant-default.ts). */
-  | { type: "createTemplate"; template: { metadata: { name: string } } };
+  | { type: "createTemplate"; template: { metadata: { name: string } } }
+  /** Take a volume of a paused fork's parent as a VolumeSnapshot (manifests/snapshots.ts). */
+  | { type: "createVolumeSnapshot"; snapshot: VolumeSnapshot }
+  | { type: "deleteVolumeSnapshot"; name: string };
+
+/** Creates: one that finds its object there (409) found its work done. */
+const CREATES: ObjectAction["type"][] = [
+  "createPVC",
+  "createPod",
+  "createTemplate",
+  "createVolumeSnapshot",
+];
 
 /** An action as one line, `<type> <object name>`, for logs and tests. */
 export function describeAction(a: ObjectAction): string {
@@ -62,6 +74,8 @@ export function describeAction(a: ObjectAction): string {
       return `createPod ${a.pod.metadata?.name}`;
     case "createTemplate":
       return `createTemplate ${a.template.metadata.name}`;
+    case "createVolumeSnapshot":
+      return `createVolumeSnapshot ${a.snapshot.metadata.name}`;
     default:
       return `${a.type} ${a.name}`;
   }
@@ -92,14 +106,17 @@ export async function applyAction(
     if (!(await apply(ctx.client, namespace, ownerName, a, createdPods))) return false;
   } catch (e) {
     const s = statusOf(e);
-    if (
-      (a.type === "createPVC" || a.type === "createPod" || a.type === "createTemplate") &&
-      s === 409
-    )
-      return false;
+    if (CREATES.includes(a.type) && s === 409) return false;
     // The PVC's owners are no longer as observed (a box took it over): nothing to add.
     if (a.type === "addPodOwner" && (s === 422 || s === 404)) return false;
-    if (s === 404 && !["createPVC", "createPod", "createTemplate"].includes(a.type)) return false;
+    if (s === 404 && !CREATES.includes(a.type)) return false;
+    // A cluster without the external-snapshotter's CRDs serves no VolumeSnapshots at all.
+    if (s === 404 && a.type === "createVolumeSnapshot") {
+      throw new PermanentError(
+        "this cluster serves no snapshot.storage.k8s.io/v1 VolumeSnapshots, which the " +
+          "template's volumeSnapshotClassName asks for",
+      );
+    }
     if (isNamespaceTerminating(e)) throw new NamespaceTerminatingError(describeError(e));
     if (s === 403) throw new RefusedError(`${a.type} failed: ${describeError(e)}`);
     if (!isRetryable(e)) throw new PermanentError(`${a.type} failed: ${describeError(e)}`);
@@ -168,6 +185,12 @@ async function apply(
       await client.mergePatch(paths.pvcs(namespace, a.name), {
         metadata: { labels: { [LABEL_SEED_FILLED]: "true" } },
       });
+      return true;
+    case "createVolumeSnapshot":
+      await client.create(paths.volumeSnapshots(namespace), a.snapshot);
+      return true;
+    case "deleteVolumeSnapshot":
+      await client.delete(paths.volumeSnapshots(namespace, a.name));
       return true;
     case "orphanPVC":
       await client.mergePatch(paths.pvcs(namespace, a.name), {

@@ -67,6 +67,16 @@ export const GATEWAY_POD_LABELS = {
 
 export type VolumeRole = "rootfs" | "workspace";
 
+/** The labels of a box's volume, as a PVC or a VolumeSnapshot of it: whose, of what, which. */
+export function volumeLabels(boxName: string, templateName: string, role: VolumeRole) {
+  return {
+    [LABEL_MANAGED_BY]: MANAGED_BY,
+    [LABEL_BOX]: boxName,
+    [LABEL_TEMPLATE]: templateName,
+    [LABEL_VOLUME]: role,
+  };
+}
+
 /**
  * The finalizer that holds a deleted box until its Pod is gone and its volumes are deleted or
  * orphaned. The reconciler adds it itself before it creates anything for the box (a claim, right

@@ -11,3 +11,13 @@ export function rootfsPVCName(volumeKey: string, generation: number): string {
 export function workspacePVCName(volumeKey: string): string {
   return `${volumeKey}-workspace`;
 }
+
+/** The VolumeSnapshot a paused fork holds its rootfs volume as (a fork has no volume key). */
+export function rootfsSnapshotName(boxName: string): string {
+  return `${boxName}-rootfs-snapshot`;
+}
+
+/** The VolumeSnapshot a paused fork holds its workspace volume as. */
+export function workspaceSnapshotName(boxName: string): string {
+  return `${boxName}-workspace-snapshot`;
+}

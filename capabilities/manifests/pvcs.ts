@@ -1,17 +1,14 @@
 import type { V1PersistentVolumeClaim } from "@kubernetes/client-node";
 import {
   ANNOTATION_COPY_FROM,
-  LABEL_BOX,
-  LABEL_MANAGED_BY,
   LABEL_ROOTFS_GENERATION,
   LABEL_ROOTFS_PODD,
-  LABEL_TEMPLATE,
-  LABEL_VOLUME,
   LABEL_VOLUME_KEY,
-  MANAGED_BY,
   VolumeRole,
+  volumeLabels,
 } from "./labels";
 import { rootfsPVCName, workspacePVCName } from "./names";
+import { SNAPSHOT_GROUP } from "./snapshots";
 import { poddImageHash } from "./template-hash";
 import { Owner, TemplateRef } from "./types";
 
@@ -26,6 +23,8 @@ export type BoxVolumesInput = {
   rootfsGeneration: number;
   /** When forking: the parent's PVCs, cloned (or copied, per the template's forkStrategy). */
   forkFrom?: { rootfsPVCName: string; workspacePVCName: string };
+  /** When restoring a paused fork's volumes: its VolumeSnapshots (its own, or its parent's). */
+  restoreFrom?: { rootfsSnapshotName: string; workspaceSnapshotName: string };
   owner?: Owner;
 };
 
@@ -41,7 +40,8 @@ export function buildBoxPVCs(input: BoxVolumesInput): {
   const key = input.volumeKey ?? input.boxName;
   const gen = input.rootfsGeneration;
   const tpl = input.template.spec;
-  const seed = input.forkFrom ? undefined : input.template.seed;
+  const seed = input.forkFrom || input.restoreFrom ? undefined : input.template.seed;
+  const restore = input.restoreFrom;
   return {
     rootfs: buildPVC(
       input,
@@ -52,7 +52,9 @@ export function buildBoxPVCs(input: BoxVolumesInput): {
         [LABEL_ROOTFS_GENERATION]: String(gen),
         ...(seed ? { [LABEL_ROOTFS_PODD]: poddImageHash(tpl.poddInjectorImage) } : {}),
       },
-      input.forkFrom?.rootfsPVCName ?? seed?.pvcName,
+      restore
+        ? snapshotSource(restore.rootfsSnapshotName)
+        : pvcSource(input.forkFrom?.rootfsPVCName ?? seed?.pvcName),
     ),
     workspace: buildPVC(
       input,
@@ -60,10 +62,20 @@ export function buildBoxPVCs(input: BoxVolumesInput): {
       workspacePVCName(key),
       tpl.workspace.size,
       {},
-      input.forkFrom?.workspacePVCName,
+      restore
+        ? snapshotSource(restore.workspaceSnapshotName)
+        : pvcSource(input.forkFrom?.workspacePVCName),
     ),
   };
 }
+
+/** Where a volume's data comes from: a PVC cloned (or copied), or a VolumeSnapshot restored. */
+type VolumeSource = { kind: "PersistentVolumeClaim" | "VolumeSnapshot"; name: string };
+
+const pvcSource = (name: string | undefined): VolumeSource | undefined =>
+  name === undefined ? undefined : { kind: "PersistentVolumeClaim", name };
+
+const snapshotSource = (name: string): VolumeSource => ({ kind: "VolumeSnapshot", name });
 
 function buildPVC(
   input: BoxVolumesInput,
@@ -71,11 +83,13 @@ function buildPVC(
   name: string,
   size: string,
   extraLabels: Record<string, string>,
-  parentPVC: string | undefined,
+  source: VolumeSource | undefined,
 ): V1PersistentVolumeClaim {
   const tpl = input.template.spec;
   const copy =
-    input.forkFrom !== undefined && parentPVC !== undefined && tpl.forkStrategy === "Copy";
+    input.forkFrom !== undefined &&
+    source?.kind === "PersistentVolumeClaim" &&
+    tpl.forkStrategy === "Copy";
   const pvc: V1PersistentVolumeClaim = {
     apiVersion: "v1",
     kind: "PersistentVolumeClaim",
@@ -83,14 +97,11 @@ function buildPVC(
       name,
       namespace: input.namespace,
       labels: {
-        [LABEL_MANAGED_BY]: MANAGED_BY,
-        [LABEL_BOX]: input.boxName,
-        [LABEL_TEMPLATE]: input.template.name,
-        [LABEL_VOLUME]: role,
+        ...volumeLabels(input.boxName, input.template.name, role),
         [LABEL_VOLUME_KEY]: input.volumeKey ?? input.boxName,
         ...extraLabels,
       },
-      ...(copy ? { annotations: { [ANNOTATION_COPY_FROM]: parentPVC } } : {}),
+      ...(copy ? { annotations: { [ANNOTATION_COPY_FROM]: source.name } } : {}),
       ...(input.owner ? { ownerReferences: [input.owner] } : {}),
     },
     spec: {
@@ -98,10 +109,13 @@ function buildPVC(
       volumeMode: tpl.volumeMode,
       resources: { requests: { storage: size } },
       ...(tpl.storageClassName ? { storageClassName: tpl.storageClassName } : {}),
-      // A clone must use the same class, mode and size as its source: a parent and a seed have
-      // them by construction.
-      ...(parentPVC !== undefined && !copy
-        ? { dataSource: { kind: "PersistentVolumeClaim", name: parentPVC } }
+      // A clone or a restore must use the same class and mode as its source, and at least its
+      // size: a parent, a seed and a parent's snapshot have them by construction.
+      ...(source?.kind === "PersistentVolumeClaim" && !copy
+        ? { dataSource: { kind: source.kind, name: source.name } }
+        : {}),
+      ...(source?.kind === "VolumeSnapshot"
+        ? { dataSource: { apiGroup: SNAPSHOT_GROUP, kind: source.kind, name: source.name } }
         : {}),
     },
   };

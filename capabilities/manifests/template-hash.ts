@@ -5,10 +5,16 @@ import type { PodTemplateSpec } from "../api/podtemplate";
  * A short, stable hash of a template's spec (keys sorted, defaults applied). Standbys carry it as
  * a label; a standby whose hash differs from its template's is stale and gets replaced. The
  * network settings are left out: they are NetworkPolicies, and change no Pod; so is whether a seed
- * fills new volumes, which changes how a standby starts, not what it runs.
+ * fills new volumes, which changes how a standby starts, not what it runs; and how paused forks
+ * take their volumes, which no standby does.
  */
 export function templateHash(spec: PodTemplateSpec): string {
-  const pods = { ...spec, network: undefined, rootfs: { ...spec.rootfs, seed: undefined } };
+  const pods = {
+    ...spec,
+    network: undefined,
+    volumeSnapshotClassName: undefined,
+    rootfs: { ...spec.rootfs, seed: undefined },
+  };
   return stableHash(pods);
 }
 

@@ -39,7 +39,10 @@ export class SnapshotsApi {
 
   /**
    * `POST /sandboxes/{id}/snapshots` (`{name?}`): a paused box forked from the sandbox's two
-   * volumes, kept until deleted; the sandbox runs on. Answered once the copy is made.
+   * volumes, kept until deleted; the sandbox runs on. Answered once the copy is made: where the
+   * template names a VolumeSnapshotClass, the box is created paused and takes them as
+   * VolumeSnapshots, cut before the answer, with no Pod; else it runs once, to clone them, and is
+   * paused then.
    */
   async create(ns: string, id: string, body: unknown): Promise<Answer> {
     const { client, boxes, config } = this.context;
@@ -49,6 +52,7 @@ export class SnapshotsApi {
     if (!templateRef) throw new ApiError(409, `sandbox "${id}" has no template to snapshot yet`);
     const name = input.name === undefined ? undefined : parseSnapshotName(input.name, ns);
     const boxName = newSandboxId();
+    const viaSnapshots = Boolean(this.context.templateOf(source)?.spec?.volumeSnapshotClassName);
     const box = {
       apiVersion: API_VERSION,
       kind: "PodBox",
@@ -67,11 +71,30 @@ export class SnapshotsApi {
       spec: {
         templateRef,
         forkFrom: id,
+        ...(viaSnapshots ? { desiredState: "Paused" } : {}),
         ...inheritedNetwork(source),
       },
     };
     const created = await client.create<PodBox>(paths.podBoxes(ns), box as unknown as PodBox);
     try {
+      if (viaSnapshots) {
+        const taken = await boxes.waitFor(
+          ns,
+          boxName,
+          b =>
+            b?.status?.reason === "Snapshotted" ||
+            b?.status?.phase === "Failed" ||
+            // The operator read no class (the template changed meanwhile): a paused fork.
+            (b?.status?.phase === "Paused" && b.status.reason === "Paused"),
+          config.startTimeoutMs,
+        );
+        if (taken?.status?.reason === "Snapshotted")
+          return { status: 201, body: snapshotInfo(created) };
+        if (taken?.status?.phase === "Failed") {
+          throw new ApiError(502, `snapshot of "${id}" failed: ${taken.status.message ?? "gone"}`);
+        }
+        await client.mergePatch(paths.podBoxes(ns, boxName), { spec: { desiredState: "Running" } });
+      }
       // The copy is made when the fork first starts; it is paused straight after.
       const running = await boxes.waitFor(
         ns,

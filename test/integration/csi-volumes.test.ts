@@ -116,6 +116,32 @@ function startPod(name: string, claims: string[], script: string, block = false)
 
 const pvcOf = async (name: string) => (await kube.get(paths.pvcs(ns, name))).body;
 
+/**
+ * A running sandbox of a new template of that name that appends numbered lines to
+ * /workspace/log for as long as the test needs (apart from the daemon's request), once it has
+ * written the first; its daemon.
+ */
+async function writingSandbox(name: string, template: string): Promise<PoddClient> {
+  await kube.mustCreate(
+    paths.podtemplates(ns),
+    podTemplate(template, realTemplate("Filesystem", "1Gi")),
+  );
+  await h.createBox(name, { templateRef: template });
+  const podd = await PoddClient.open(await h.waitPhase(name, "Running", undefined, 180_000));
+  await podd.sh(
+    "setsid sh -c 'i=0; while [ $i -lt 10000000 ]; do echo $i >> /workspace/log; i=$((i+1)); done' >/dev/null 2>&1 &",
+  );
+  await podd.sh("until [ -s /workspace/log ]; do sleep 0.1; done");
+  return podd;
+}
+
+/** The lines of /workspace/log in a sandbox, which ends with a whole one. */
+async function logLines(podd: PoddClient): Promise<string[]> {
+  const lines = (await podd.read("/workspace/log"))!.split("\n");
+  expect(lines.pop()).toBe("");
+  return lines;
+}
+
 describe("the real node's CSI driver", () => {
   it("provisions at the first consumer; clones, snapshots and restores hold the bytes without copying them; a claim grows", async () => {
     await claim("src", "64Mi");
@@ -222,26 +248,13 @@ describe("the real node's CSI driver", () => {
   });
 
   it("forks a running sandbox by Clone while it writes: the fork holds a consistent prefix of what it wrote", async () => {
-    await kube.mustCreate(
-      paths.podtemplates(ns),
-      podTemplate("fs", realTemplate("Filesystem", "1Gi")),
-    );
-    await h.createBox("writer", { templateRef: "fs" });
-    const parent = await PoddClient.open(
-      await h.waitPhase("writer", "Running", undefined, 180_000),
-    );
-    // Numbered lines appended for as long as the test needs, apart from the daemon's request.
-    await parent.sh(
-      "setsid sh -c 'i=0; while [ $i -lt 10000000 ]; do echo $i >> /workspace/log; i=$((i+1)); done' >/dev/null 2>&1 &",
-    );
-    await parent.sh("until [ -s /workspace/log ]; do sleep 0.1; done");
+    const parent = await writingSandbox("writer", "fs");
     await h.createBox("writer-fork", { templateRef: "fs", forkFrom: "writer" });
     const child = await PoddClient.open(
       await h.waitPhase("writer-fork", "Running", "ForkCloned", 180_000),
     );
-    const lines = (await child.read("/workspace/log"))!.split("\n");
+    const lines = await logLines(child);
     // Whole lines only, every number in turn: the clone was taken of a frozen filesystem.
-    expect(lines.pop()).toBe("");
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.every((l, i) => l === String(i))).toBe(true);
     // The parent kept writing past the fork.
@@ -249,5 +262,90 @@ describe("the real node's CSI driver", () => {
     expect(later).toBeGreaterThan(lines.length);
     const owned = (await pvcOf("writer-fork-workspace")).spec.dataSource;
     expect(owned).toMatchObject({ kind: "PersistentVolumeClaim", name: "writer-workspace" });
+  });
+
+  it("takes a paused fork of a writing sandbox as VolumeSnapshots: no Pod, cut before it says so; forks restore it after its source went; deleted, it leaves the pool", async () => {
+    const source = await writingSandbox("snap-src", "snap");
+
+    await h.createBox("snap", {
+      templateRef: "snap",
+      forkFrom: "snap-src",
+      desiredState: "Paused",
+    });
+    const taken = await h.waitPhase("snap", "Paused", "Snapshotted", 120_000);
+    const atAnswer = Number(await source.sh("wc -l < /workspace/log"));
+    // No Pod ran for it, and it holds no PVC: its volumes are the two VolumeSnapshots.
+    expect(await h.podsOf("snap")).toEqual([]);
+    expect(await h.pvcsOf("snap")).toEqual([]);
+    const src = (await kube.get(paths.podboxes(ns, "snap-src"))).body.status;
+    expect(taken!.status).toMatchObject({
+      rootfsSnapshotName: "snap-rootfs-snapshot",
+      workspaceSnapshotName: "snap-workspace-snapshot",
+    });
+    const contents: string[] = [];
+    for (const [role, pvc] of [
+      ["rootfs", src.rootfsPVCName],
+      ["workspace", src.workspacePVCName],
+    ]) {
+      const vs = (await kube.get(snapshots(ns, `snap-${role}-snapshot`))).body;
+      expect(vs.spec).toEqual({
+        volumeSnapshotClassName: "cubepod-local",
+        source: { persistentVolumeClaimName: pvc },
+      });
+      expect(vs.status.readyToUse).toBe(true);
+      expect(vs.metadata.ownerReferences).toEqual([
+        expect.objectContaining({ kind: "PodBox", name: "snap", uid: taken!.metadata.uid }),
+      ]);
+      contents.push(vs.status.boundVolumeSnapshotContentName);
+    }
+    const handles = await Promise.all(
+      contents.map(async c => {
+        const content = await kube.get(
+          `/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents/${c}`,
+        );
+        return content.body.status.snapshotHandle as string;
+      }),
+    );
+
+    // A fork of it restores its VolumeSnapshots: whole lines, every number in turn, none written
+    // after the snapshot said it was taken.
+    const restored = async (name: string) => {
+      await h.createBox(name, { templateRef: "snap", forkFrom: "snap" });
+      return logLines(
+        await PoddClient.open(await h.waitPhase(name, "Running", "ForkCloned", 180_000)),
+      );
+    };
+    const lines = await restored("from-snap");
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThanOrEqual(atAnswer);
+    expect(lines.every((l, i) => l === String(i))).toBe(true);
+    expect((await pvcOf("from-snap-workspace")).spec.dataSource).toEqual({
+      apiGroup: "snapshot.storage.k8s.io",
+      kind: "VolumeSnapshot",
+      name: "snap-workspace-snapshot",
+    });
+
+    // It outlives its source.
+    await kube.delete(paths.podboxes(ns, "snap-src"));
+    await h.waitGone(paths.podboxes(ns, "snap-src"), 120_000);
+    expect(await restored("from-snap-2")).toEqual(lines);
+
+    // Deleted, its VolumeSnapshots, their contents and the pool's images of them go; what was
+    // restored from them stays.
+    await kube.delete(paths.podboxes(ns, "snap"));
+    for (const role of ["rootfs", "workspace"]) {
+      await h.waitGone(snapshots(ns, `snap-${role}-snapshot`), 120_000);
+    }
+    for (const c of contents) {
+      await h.waitGone(`/apis/snapshot.storage.k8s.io/v1/volumesnapshotcontents/${c}`, 120_000);
+    }
+    const kept = () =>
+      readdirSync(join(POOL, "snapshots")).filter(f => handles.some(id => f.startsWith(id)));
+    for (let i = 0; kept().length > 0; i++) {
+      if (i > 600) throw new Error(`the pool still holds ${kept().join(", ")}`);
+      await new Promise(r => setTimeout(r, 100));
+    }
+    const again = await PoddClient.open(await h.waitPhase("from-snap", "Running"));
+    expect(await logLines(again)).toEqual(lines);
   });
 });

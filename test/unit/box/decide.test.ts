@@ -8,7 +8,8 @@ import {
   mayClaim,
 } from "../../../capabilities/claim/decide";
 import { template } from "../fixtures";
-import { EARLIER, NOW, obs, pod, pvc, VOLUMES } from "./observation";
+import { EARLIER, NOW, obs, pod, pvc, snap, VOLUMES } from "./observation";
+import { SNAPSHOT_FAILED_RECHECK_MS, SNAPSHOT_RECHECK_MS } from "../../../capabilities/box/decide";
 
 /** The PVCs the plan's new Pod mounts, in its volumes' order; none without a new Pod. */
 const podClaims = (p: ReturnType<typeof decideBox>) => {
@@ -528,6 +529,217 @@ describe("decideBox: fork with forkStrategy Copy", () => {
     const deleted = fork({ deleting: true, pvcs: copying(), pods: [copyPod()] });
     expect(types(deleted)).toContain("deletePod box.copy");
     expect(deleted.cleanupDone).toBe(false);
+  });
+});
+
+describe("decideBox: a fork created paused takes VolumeSnapshots", () => {
+  const snapshotting = template({ volumeSnapshotClassName: "snaps" });
+  const parent = {
+    state: "ready" as const,
+    rootfsPVCName: "parent-rootfs-g2",
+    workspacePVCName: "parent-workspace",
+    rootfsPoddImage: "podd:1",
+  };
+  const paused = (over: Parameters<typeof obs>[0] = {}) =>
+    decideBox(
+      obs({
+        spec: { forkFrom: "parent", desiredState: "Paused" },
+        template: snapshotting,
+        parent,
+        ...over,
+      }),
+    );
+
+  it("takes the parent's current volumes as VolumeSnapshots of the class, with no Pod nor PVC", () => {
+    const p = paused();
+    expect(types(p)).toEqual([
+      "createVolumeSnapshot box-rootfs-snapshot",
+      "createVolumeSnapshot box-workspace-snapshot",
+    ]);
+    const [rootfs, workspace] = p.actions.map(a =>
+      a.type === "createVolumeSnapshot" ? a.snapshot : undefined,
+    );
+    expect(rootfs).toMatchObject({
+      apiVersion: "snapshot.storage.k8s.io/v1",
+      metadata: {
+        namespace: "ns",
+        labels: { "pod.cubeplex.ai/box": "box", "pod.cubeplex.ai/volume": "rootfs" },
+        annotations: { "pod.cubeplex.ai/podd-image": "podd:1" },
+        ownerReferences: [{ kind: "PodBox", name: "box", uid: "uid-1", controller: true }],
+      },
+      spec: {
+        volumeSnapshotClassName: "snaps",
+        source: { persistentVolumeClaimName: "parent-rootfs-g2" },
+      },
+    });
+    expect(workspace?.spec.source.persistentVolumeClaimName).toBe("parent-workspace");
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "Snapshotting" });
+    expect(p.recheckAfterMs).toBe(SNAPSHOT_RECHECK_MS);
+  });
+
+  it("takes only the one missing after an interrupted pass", () => {
+    expect(types(paused({ snapshots: [snap("rootfs", { ready: false })] }))).toEqual([
+      "createVolumeSnapshot box-workspace-snapshot",
+    ]);
+  });
+
+  it.each([
+    ["missing", "Pending", "ForkParentNotFound", [{ kind: "PodBox", name: "parent" }]],
+    ["notReady", "Pending", "ForkParentNotReady", [{ kind: "PodBox", name: "parent" }]],
+    ["deleting", "Failed", "ForkParentDeleting", undefined],
+  ] as const)(
+    "with a parent %s and no snapshot: %s %s, nothing taken",
+    (state, phase, reason, waits) => {
+      const p = paused({ parent: { state } });
+      expect(p.actions).toEqual([]);
+      expect(p.status).toMatchObject({ phase, reason });
+      expect(p.waitingFor).toEqual(waits);
+    },
+  );
+
+  it("waits, looking again soon, until both are cut and ready", () => {
+    const p = paused({ snapshots: [snap("rootfs"), snap("workspace", { ready: false })] });
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "Snapshotting" });
+    expect(p.recheckAfterMs).toBe(SNAPSHOT_RECHECK_MS);
+  });
+
+  it("says so when the driver fails to cut one, with its error, and keeps looking", () => {
+    const p = paused({
+      snapshots: [snap("rootfs", { ready: false, error: "pool full" }), snap("workspace")],
+    });
+    expect(p.status).toMatchObject({
+      phase: "Pending",
+      reason: "SnapshotFailed",
+      message: "VolumeSnapshot box-rootfs-snapshot: pool full",
+    });
+    expect(p.events).toEqual([expect.objectContaining({ type: "Warning" })]);
+    expect(p.recheckAfterMs).toBe(SNAPSHOT_FAILED_RECHECK_MS);
+  });
+
+  it("is Snapshotted once both are ready, whatever became of the parent; replayed, nothing more", () => {
+    const snapshots = [snap("rootfs", { poddImage: "podd:1" }), snap("workspace")];
+    const p = paused({ snapshots, parent: { state: "missing" } });
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({
+      phase: "Paused",
+      reason: "Snapshotted",
+      rootfsSnapshotName: "box-rootfs-snapshot",
+      workspaceSnapshotName: "box-workspace-snapshot",
+      rootfsPoddImage: "podd:1",
+    });
+    expect(p.status.podName).toBeUndefined();
+    expect(p.status.rootfsPVCName).toBeUndefined();
+    expect(p.recheckAfterMs).toBeUndefined();
+    const again = paused({ snapshots, parent: { state: "missing" }, status: p.status });
+    expect(again).toMatchObject({ actions: [], events: [], status: p.status });
+  });
+
+  it("fails on a VolumeSnapshot of its name that is another's, and leaves it alone", () => {
+    const p = paused({ snapshots: [snap("rootfs", { owner: "other" })] });
+    expect(p.actions).toEqual([]);
+    expect(p.status).toMatchObject({ phase: "Failed", reason: "VolumesInUse" });
+  });
+
+  it("is a plain paused fork without a class, with volumes of its own, or as a snapshot's fork", () => {
+    expect(paused({ template: template() })).toMatchObject({
+      actions: [],
+      status: { phase: "Paused", reason: "Paused" },
+    });
+    expect(types(paused({ pvcs: VOLUMES }))).toEqual([]);
+    expect(paused({ pvcs: VOLUMES }).status.reason).toBe("Paused");
+    const ofSnapshot = paused({
+      parent: {
+        state: "snapshots",
+        rootfsSnapshotName: "parent-rootfs-snapshot",
+        workspaceSnapshotName: "parent-workspace-snapshot",
+      },
+    });
+    expect(ofSnapshot).toMatchObject({ actions: [], status: { reason: "Paused" } });
+  });
+
+  it("deletes its VolumeSnapshots when deleted, and forgets them once its Pods are gone", () => {
+    const snapshots = [snap("rootfs"), snap("workspace"), snap("workspace", { deleting: true })];
+    const status = {
+      phase: "Paused" as const,
+      reason: "Snapshotted" as const,
+      rootfsSnapshotName: "box-rootfs-snapshot",
+      workspaceSnapshotName: "box-workspace-snapshot",
+    };
+    const p = paused({ deleting: true, snapshots: snapshots.slice(0, 2), status });
+    expect(types(p)).toEqual([
+      "deleteVolumeSnapshot box-rootfs-snapshot",
+      "deleteVolumeSnapshot box-workspace-snapshot",
+    ]);
+    expect(p.cleanupDone).toBe(true);
+    expect(p.status.rootfsSnapshotName).toBeUndefined();
+    expect(types(paused({ deleting: true, snapshots: snapshots.slice(2), status }))).toEqual([]);
+  });
+});
+
+describe("decideBox: a fork restores VolumeSnapshots", () => {
+  const snapshots = {
+    rootfsSnapshotName: "parent-rootfs-snapshot",
+    workspaceSnapshotName: "parent-workspace-snapshot",
+  };
+  const sources = (p: ReturnType<typeof decideBox>) =>
+    p.actions.flatMap(a => (a.type === "createPVC" ? [a.pvc.spec?.dataSource] : []));
+
+  it("restores its parent's, with the podd they hold and no copy, whatever the fork strategy", () => {
+    for (const forkStrategy of ["Clone", "Copy"]) {
+      const p = decideBox(
+        obs({
+          spec: { forkFrom: "parent" },
+          template: template({ forkStrategy, volumeSnapshotClassName: "snaps" }),
+          parent: { state: "snapshots", ...snapshots, rootfsPoddImage: "podd:1" },
+        }),
+      );
+      expect(types(p)).toEqual([
+        "createPVC box-workspace",
+        "createPVC box-rootfs-g1",
+        "createPod box",
+      ]);
+      expect(sources(p)).toEqual([
+        {
+          apiGroup: "snapshot.storage.k8s.io",
+          kind: "VolumeSnapshot",
+          name: "parent-workspace-snapshot",
+        },
+        {
+          apiGroup: "snapshot.storage.k8s.io",
+          kind: "VolumeSnapshot",
+          name: "parent-rootfs-snapshot",
+        },
+      ]);
+      expect(p.status).toMatchObject({ reason: "ForkCloned", rootfsPoddImage: "podd:1" });
+    }
+  });
+
+  it("restores its own when resumed, its parent gone; running, says so", () => {
+    const status = {
+      phase: "Paused" as const,
+      reason: "Snapshotted" as const,
+      rootfsSnapshotName: "box-rootfs-snapshot",
+      workspaceSnapshotName: "box-workspace-snapshot",
+    };
+    const p = decideBox(
+      obs({ spec: { forkFrom: "parent" }, status, parent: { state: "missing" } }),
+    );
+    expect(sources(p).map(s => s?.name)).toEqual(["box-workspace-snapshot", "box-rootfs-snapshot"]);
+    expect(p.status).toMatchObject({ phase: "Pending", reason: "Resumed" });
+    const up = decideBox(
+      obs({
+        spec: { forkFrom: "parent" },
+        status: { ...p.status },
+        parent: { state: "missing" },
+        pvcs: VOLUMES,
+        pods: [pod()],
+      }),
+    );
+    expect(up.status).toMatchObject({
+      phase: "Running",
+      rootfsSnapshotName: "box-rootfs-snapshot",
+    });
   });
 });
 

@@ -1,5 +1,10 @@
 import { podBoxSpecSchema, type PodBoxStatus } from "../../../capabilities/api/podbox";
-import type { BoxObservation, ObservedPod, ObservedPVC } from "../../../capabilities/box/types";
+import type {
+  BoxObservation,
+  ObservedPod,
+  ObservedPVC,
+  ObservedSnapshot,
+} from "../../../capabilities/box/types";
 import { template } from "../fixtures";
 
 /** What box decisions are tested with: an observation, its PVCs and its Pod. */
@@ -14,6 +19,7 @@ export function obs(over: {
   template?: BoxObservation["template"] | null;
   pods?: ObservedPod[];
   pvcs?: ObservedPVC[];
+  snapshots?: ObservedSnapshot[];
   parent?: BoxObservation["parent"];
   conflict?: BoxObservation["conflict"];
   tenantDefault?: BoxObservation["tenantDefault"];
@@ -33,6 +39,7 @@ export function obs(over: {
     template: over.template === null ? undefined : (over.template ?? template()),
     pods: over.pods ?? [],
     pvcs: over.pvcs ?? [],
+    ...(over.snapshots ? { snapshots: over.snapshots } : {}),
     parent: over.parent,
     conflict: over.conflict,
     ...(over.tenantDefault ? { tenantDefault: over.tenantDefault } : {}),
@@ -65,5 +72,18 @@ export const pod = (extra: Partial<ObservedPod> = {}): ObservedPod => ({
   rootfsClaim: "box-rootfs-g1",
   workspaceClaim: "box-workspace",
   restarts: 0,
+  ...extra,
+});
+
+/** A VolumeSnapshot of the box's (`box-rootfs-snapshot`, `box-workspace-snapshot`), cut. */
+export const snap = (
+  role: "rootfs" | "workspace",
+  extra: Partial<ObservedSnapshot> = {},
+): ObservedSnapshot => ({
+  name: `box-${role}-snapshot`,
+  role,
+  owner: "this",
+  ready: true,
+  deleting: false,
   ...extra,
 });

@@ -1,5 +1,6 @@
 import type { kind } from "pepr";
-import { observedPod, observedPVC } from "../../../capabilities/box/observe";
+import { observedPod, observedPVC, observedSnapshot } from "../../../capabilities/box/observe";
+import type { VolumeSnapshot } from "../../../capabilities/manifests/snapshots";
 
 const pvc = (
   owners: { kind: string; uid: string; controller?: boolean }[],
@@ -160,6 +161,65 @@ describe("observedPod", () => {
     expect(observedPod(pod)).toMatchObject({
       restarts: 4,
       failure: "container rootfs-fill exited 1 (Error): rootfs-fill failed",
+    });
+  });
+});
+
+describe("observedSnapshot: a VolumeSnapshot of a box's snapshot names", () => {
+  const vs = (over: Partial<VolumeSnapshot["metadata"]>, status?: VolumeSnapshot["status"]) =>
+    ({
+      apiVersion: "snapshot.storage.k8s.io/v1",
+      kind: "VolumeSnapshot",
+      metadata: { name: "box-rootfs-snapshot", ...over },
+      spec: { source: { persistentVolumeClaimName: "p" } },
+      ...(status ? { status } : {}),
+    }) as VolumeSnapshot;
+  const ref = (uid: string, controller = true) => ({
+    apiVersion: "x",
+    kind: "PodBox",
+    name: "o",
+    uid,
+    controller,
+  });
+
+  it.each([
+    ["this", [ref("box-uid")]],
+    ["other", [ref("another")]],
+    ["none", [ref("box-uid", false)]],
+    ["none", []],
+  ] as const)("%s for owners %j", (owner, owners) => {
+    expect(
+      observedSnapshot(vs({ ownerReferences: [...owners] }), "box-uid", "rootfs"),
+    ).toMatchObject({
+      owner,
+    });
+  });
+
+  it("reads readiness, the driver's error, deletion and the podd it holds", () => {
+    expect(observedSnapshot(vs({}), "u", "rootfs")).toEqual({
+      name: "box-rootfs-snapshot",
+      role: "rootfs",
+      owner: "none",
+      ready: false,
+      deleting: false,
+    });
+    const seen = observedSnapshot(
+      vs(
+        {
+          deletionTimestamp: "2026-12-07T10:00:00Z",
+          annotations: { "pod.cubeplex.ai/podd-image": "podd:1" },
+        },
+        { readyToUse: true, error: { message: "pool full" } },
+      ),
+      "u",
+      "workspace",
+    );
+    expect(seen).toMatchObject({
+      role: "workspace",
+      ready: true,
+      error: "pool full",
+      deleting: true,
+      poddImage: "podd:1",
     });
   });
 });

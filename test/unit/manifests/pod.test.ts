@@ -118,4 +118,9 @@ describe("buildBoxPod", () => {
     // A placement change is a new version of the template: its standbys are replaced.
     expect(templateHash(template(scheduling).spec)).not.toBe(templateHash(template().spec));
   });
+
+  it("keeps a template's version when it only names how paused forks take volumes", () => {
+    const snapshots = template({ volumeSnapshotClassName: "snaps" });
+    expect(templateHash(snapshots.spec)).toBe(templateHash(template().spec));
+  });
 });

@@ -99,4 +99,26 @@ describe("buildBoxPVCs", () => {
     const input = { ...base, template: template(), owner: OWNER };
     expect(buildBoxPVCs(input)).toEqual(buildBoxPVCs(input));
   });
+
+  it("restores VolumeSnapshots: their data source, no seed, no copy whatever the fork strategy", () => {
+    const t = template({ forkStrategy: "Copy", rootfs: { seed: true } });
+    const { rootfs, workspace } = buildBoxPVCs({
+      ...base,
+      template: { ...t, seed: { pvcName: "seed" } },
+      restoreFrom: { rootfsSnapshotName: "p-rootfs-snapshot", workspaceSnapshotName: "p-ws" },
+    });
+    const group = "snapshot.storage.k8s.io";
+    expect(rootfs.spec?.dataSource).toEqual({
+      apiGroup: group,
+      kind: "VolumeSnapshot",
+      name: "p-rootfs-snapshot",
+    });
+    expect(workspace.spec?.dataSource).toEqual({
+      apiGroup: group,
+      kind: "VolumeSnapshot",
+      name: "p-ws",
+    });
+    for (const pvc of [rootfs, workspace]) expect(pvc.metadata?.annotations).toBeUndefined();
+    expect(rootfs.metadata?.labels?.["pod.cubeplex.ai/rootfs-podd"]).toBeUndefined();
+  });
 });
