@@ -483,6 +483,15 @@ function awaitParent(
   if (!missing(t) || !t.clone || t.restore) return undefined;
   const state = o.parent?.state ?? "missing";
   if (state === "ready" || state === "snapshots") return undefined;
+  return parentUnavailable(o, state, actions);
+}
+
+/** A fork whose parent cannot give it volumes: it waits for the parent, or fails on its deletion. */
+function parentUnavailable(
+  o: BoxObservation,
+  state: Exclude<ObservedParent["state"], "ready">,
+  actions: ObjectAction[],
+): BoxPlan {
   const parent = o.box.spec.forkFrom;
   if (state === "deleting") {
     // The parent's volumes may vanish during a clone: never start one. forkFrom is immutable, so
@@ -786,22 +795,23 @@ function snapshotsOf(status: PodBoxStatus): Snapshots | undefined {
     : undefined;
 }
 
+/** VolumeSnapshots to restore, with the podd their rootfs holds when known. */
+const restoring = (from: Snapshots, podd?: string): BoxTarget["restore"] => ({
+  ...from,
+  ...(podd ? { rootfsPoddImage: podd } : {}),
+});
+
 /** A paused fork that took its volumes as VolumeSnapshots, restoring them as it first runs. */
 function ownSnapshots(o: BoxObservation): BoxTarget["restore"] {
   const own = snapshotsOf(o.box.status ?? {});
-  const podd = o.box.status?.rootfsPoddImage;
-  return own && { ...own, ...(podd ? { rootfsPoddImage: podd } : {}) };
+  return own && restoring(own, o.box.status?.rootfsPoddImage);
 }
 
 /** A fork of a paused fork that holds its volumes as VolumeSnapshots restores those. */
 function parentSnapshots(o: BoxObservation): BoxTarget["restore"] {
   if (o.parent?.state !== "snapshots") return undefined;
   const { rootfsSnapshotName, workspaceSnapshotName, rootfsPoddImage } = o.parent;
-  return {
-    rootfsSnapshotName,
-    workspaceSnapshotName,
-    ...(rootfsPoddImage ? { rootfsPoddImage } : {}),
-  };
+  return restoring({ rootfsSnapshotName, workspaceSnapshotName }, rootfsPoddImage);
 }
 
 /**
@@ -863,29 +873,7 @@ function snapshot(o: BoxObservation): BoxPlan {
         recheckAfterMs: SNAPSHOT_RECHECK_MS,
       };
     }
-    if (parent.state === "deleting") {
-      return plan(o, [], {
-        phase: "Failed",
-        reason: "ForkParentDeleting",
-        message: `PodBox ${parentName} is being deleted; a fork needs a parent that stays`,
-      });
-    }
-    return plan(
-      o,
-      [],
-      parent.state === "missing"
-        ? {
-            phase: "Pending",
-            reason: "ForkParentNotFound",
-            message: `PodBox ${parentName} (forkFrom) not found in namespace ${o.box.namespace}; waiting for it`,
-          }
-        : {
-            phase: "Pending",
-            reason: "ForkParentNotReady",
-            message: `PodBox ${parentName} (forkFrom) has no volumes yet; waiting for them`,
-          },
-      [{ kind: "PodBox", name: parentName }],
-    );
+    return parentUnavailable(o, parent.state, []);
   }
   const failed = [rootfs, workspace].find(s => s.error);
   if (failed) {
