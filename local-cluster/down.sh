@@ -5,6 +5,7 @@ set -euo pipefail
 . "$(dirname "$0")/env.sh"
 bash "$here/gateway.sh" stop || true
 bash "$here/module.sh" stop || true
+rm -rf "$CLUSTER_DIR/module-build" # the next start builds the module again (module.sh)
 bash "$here/real-node.sh" stop || true
 for name in kwok kube-scheduler kube-controller-manager kube-apiserver etcd; do
   stop "$name" TERM 100

@@ -11,4 +11,6 @@ export default async function setup(): Promise<void> {
   execFileSync("bash", [join(__dirname, "..", "..", "local-cluster", "up.sh")], {
     stdio: "inherit",
   });
+  // Restarts in the tests run the module this start built (module.sh): they test the restart.
+  process.env.CUBEPOD_MODULE_BUILD = "reuse";
 }
