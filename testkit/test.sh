@@ -56,5 +56,6 @@ trap cleanup EXIT
 step "integration tests (real kube-apiserver, etcd, kwok; the module under pepr dev)"
 npx jest --selectProjects integration --runInBand
 
-step "conformance: E2B's own SDK tests, JS and Python's sync files, on the real node"
-npx tsx test/e2b/run.ts all --py-sync
+step "conformance: E2B's own SDK tests, JS and Python (sync and async), under gVisor on the real node"
+# A larger pool than a developer's run: a test waits less often for a standby to be refilled.
+CUBEPOD_E2B_POOL=${CUBEPOD_E2B_POOL:-12} npx tsx test/e2b/run.ts all --runtime gvisor
