@@ -85,6 +85,15 @@ cat >"$work/customize" <<'EOF'
 #!/bin/sh
 set -eu
 root=$1
+# A login shell starts without running a program: each one costs an exec, which is dear under
+# gVisor, and E2B's terminals are login shells. /etc/profile asks bash's own EUID before `id`, and
+# .bashrc reads the colours `dircolors` gives a colour terminal from a file made here.
+sed -i 's/"$(id -u)" -eq 0/"${EUID:-$(id -u)}" -eq 0/' "$root/etc/profile"
+grep -q 'EUID:-' "$root/etc/profile"
+TERM=xterm-256color chroot "$root" dircolors -b >"$root/etc/dircolors.sh"
+sed -i 's|^    test -r ~/.dircolors && eval "$(dircolors -b ~/.dircolors)" [|][|] eval "$(dircolors -b)"$|    if test -r ~/.dircolors; then eval "$(dircolors -b ~/.dircolors)"; else . /etc/dircolors.sh; fi|' \
+  "$root/etc/skel/.bashrc"
+grep -q '/etc/dircolors.sh' "$root/etc/skel/.bashrc"
 chroot "$root" groupadd --gid 1000 user
 chroot "$root" useradd --uid 1000 --gid 1000 --create-home --home-dir /home/user --shell /bin/bash user
 chmod 0755 "$root/home/user"

@@ -183,7 +183,7 @@ type polled struct {
 // maxPolledEvents bounds what a watcher nobody polls keeps; older events are dropped.
 const maxPolledEvents = 10000
 
-// pollGrace is how long a poll that finds no event waits for one: the kernel queues a change's
+// pollGrace is how long a poll waits for an event to arrive: the kernel queues a change's
 // event as the change is made, and the watch takes it (and, asked to, its entry's details) a
 // moment later, longer on a kernel of the sandbox's own (gVisor), so that a poll right after a
 // change would otherwise miss it.
@@ -240,9 +240,16 @@ func (s *Service) GetWatcherEvents(ctx context.Context, req *connect.Request[spe
 		return nil, err
 	}
 	p.mu.Lock()
-	idle := len(p.events) == 0 && p.err == nil
+	failed := p.err != nil
 	p.mu.Unlock()
-	if idle {
+	if !failed {
+		// Events already taken say nothing of a change made just before this poll (a file's
+		// write event can trail its create until after the poll that took the create): wait for
+		// one that arrives now.
+		select {
+		case <-p.arrived:
+		default:
+		}
 		select {
 		case <-p.arrived:
 		case <-time.After(pollGrace):

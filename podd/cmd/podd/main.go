@@ -80,5 +80,6 @@ func main() {
 		IdleTimeout:       640 * time.Second,
 	}
 	log.Printf("podd %s listening on :%d", daemon.Version, c.port)
+	go d.Warm()
 	log.Fatal(srv.ListenAndServe())
 }
