@@ -3,43 +3,20 @@ package process
 import (
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
 	"cubepod.local/podd/core"
 )
 
-// children are the processes whose parent is this one, ended or not.
-func children(t *testing.T) []string {
-	t.Helper()
-	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	var out []string
-	for _, path := range stats {
-		raw, err := os.ReadFile(path)
-		if err != nil {
-			continue
-		}
-		rest := string(raw)
-		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
-			rest = rest[i+1:]
-		}
-		if f := strings.Fields(rest); len(f) > 1 && f[1] == strconv.Itoa(os.Getpid()) {
-			out = append(out, string(raw))
-		}
-	}
-	return out
-}
-
 func TestWarmRunsTheShellsAndLeavesNothing(t *testing.T) {
 	if _, err := os.Stat(warmShell); err != nil {
 		t.Skip("no " + warmShell)
 	}
 	started := time.Now()
-	before := children(t)
+	before := children(os.Getpid())
 	New(core.NewSession(map[string]string{})).Warm()
-	if after := children(t); len(after) > len(before) {
+	if after := children(os.Getpid()); len(after) > len(before) {
 		t.Fatalf("processes left behind: %q", after)
 	}
 	u, err := core.LookupUser("user")
