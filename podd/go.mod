@@ -8,6 +8,7 @@ require (
 	github.com/fsnotify/fsnotify v1.9.0
 	github.com/google/nftables v0.3.0
 	github.com/prometheus/client_golang v1.23.2
+	golang.org/x/net v0.47.0
 	golang.org/x/sys v0.38.0
 	google.golang.org/protobuf v1.36.11
 	k8s.io/api v0.35.4
@@ -45,7 +46,6 @@ require (
 	github.com/x448/float16 v0.8.4 // indirect
 	go.yaml.in/yaml/v2 v2.4.3 // indirect
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
-	golang.org/x/net v0.47.0 // indirect
 	golang.org/x/oauth2 v0.30.0 // indirect
 	golang.org/x/sync v0.18.0 // indirect
 	golang.org/x/term v0.37.0 // indirect

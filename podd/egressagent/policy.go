@@ -19,8 +19,9 @@ const AllTraffic = "0.0.0.0/0"
 // Spec is a sandbox's egress as E2B's API spells it, the JSON of the Pod annotation the operator
 // writes.
 type Spec struct {
-	AllowOut []string `json:"allowOut,omitempty"`
-	DenyOut  []string `json:"denyOut,omitempty"`
+	AllowOut []string          `json:"allowOut,omitempty"`
+	DenyOut  []string          `json:"denyOut,omitempty"`
+	Rules    map[string][]Rule `json:"rules,omitempty"`
 }
 
 // Policy is a parsed Spec.
@@ -28,6 +29,8 @@ type Policy struct {
 	AllowCIDRs   []netip.Prefix
 	AllowDomains []string // lower case: "example.com", "*.example.com" or "*"
 	DenyCIDRs    []netip.Prefix
+	// Rules set headers on requests to their domains; they allow nothing by themselves.
+	Rules []HostRule
 }
 
 // Match says what decided a verdict.
@@ -80,6 +83,15 @@ func Parse(s Spec) (Policy, error) {
 	}
 	if len(p.AllowDomains) > 0 && !slices.Contains(s.DenyOut, AllTraffic) {
 		return Policy{}, fmt.Errorf("allow out contains domains but deny out is missing %s (ALL_TRAFFIC)", AllTraffic)
+	}
+	rules, err := parseRules(s.Rules)
+	if err != nil {
+		return Policy{}, err
+	}
+	if len(rules) > 0 {
+		// Checked and matched (RuleFor), not yet applied to connections: refused, so that the
+		// sandbox reaches nothing rather than go out without its headers.
+		return Policy{}, fmt.Errorf("rules are not applied by this agent yet")
 	}
 	return p, nil
 }

@@ -40,7 +40,7 @@ func TestParseAnnotation(t *testing.T) {
 	if got := p.AllowCIDRs; len(got) != 2 || got[0].String() != "8.8.8.8/32" || got[1].String() != "10.1.0.0/16" {
 		t.Errorf("allowed CIDRs %v", got)
 	}
-	if _, err := ParseAnnotation(`{"allowOut":[],"rules":{}}`); err == nil {
+	if _, err := ParseAnnotation(`{"allowOut":[],"headers":{}}`); err == nil {
 		t.Error("an unknown field is refused")
 	}
 	if _, err := ParseAnnotation(`not json`); err == nil {
