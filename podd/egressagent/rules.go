@@ -128,18 +128,56 @@ func validRuleDomain(pattern string) bool {
 	return pattern != "*" && validDomainPattern(pattern)
 }
 
-// secretNames reads the ${e2b.secrets.NAME} placeholders of a header value, left to right, in
+// secretNames are the names of a header value's secrets, in order.
+func secretNames(value string) ([]string, error) {
+	spans, err := placeholders(value)
+	var names []string
+	for _, s := range spans {
+		names = append(names, s.name)
+	}
+	return names, err
+}
+
+// Expand replaces a header value's secrets by their values.
+func Expand(value string, secret func(name string) (string, error)) (string, error) {
+	spans, err := placeholders(value)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	last := 0
+	for _, s := range spans {
+		v, err := secret(s.name)
+		if err != nil {
+			return "", err
+		}
+		b.WriteString(value[last:s.start])
+		b.WriteString(v)
+		last = s.end
+	}
+	b.WriteString(value[last:])
+	return b.String(), nil
+}
+
+// span is a placeholder's place in a value, [start, end), and the secret it names.
+type span struct {
+	start, end int
+	name       string
+}
+
+// placeholders reads the ${e2b.secrets.NAME} placeholders of a header value, left to right, in
 // E2B's spelling (a name of letters, digits, '_' and '-', compared in lower case). Other ${...}
 // text is the value's own; an unclosed or nested placeholder is malformed. E2B's workload identity
 // tokens (${e2b.identity.tokens.NAME}) are not served here and are refused by name.
-func secretNames(value string) ([]string, error) {
-	var names []string
-	for rest := value; ; {
-		start, prefix := nextPlaceholder(rest)
+func placeholders(value string) ([]span, error) {
+	var spans []span
+	for cursor := 0; ; {
+		start, prefix := nextPlaceholder(value[cursor:])
 		if start < 0 {
-			return names, nil
+			return spans, nil
 		}
-		body := rest[start+len(prefix):]
+		start += cursor
+		body := value[start+len(prefix):]
 		end := strings.IndexByte(body, '}')
 		if end < 0 {
 			return nil, fmt.Errorf("a placeholder is not closed")
@@ -154,8 +192,8 @@ func secretNames(value string) ([]string, error) {
 		if err != nil {
 			return nil, err
 		}
-		names = append(names, name)
-		rest = body[end+1:]
+		cursor = start + len(prefix) + end + 1
+		spans = append(spans, span{start: start, end: cursor, name: name})
 	}
 }
 

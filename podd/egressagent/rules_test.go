@@ -1,6 +1,7 @@
 package egressagent
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -128,5 +129,25 @@ func TestAnAgentThatCannotApplyRulesRefusesThem(t *testing.T) {
 	}
 	if _, err := ParseAnnotation(`{"denyOut":["0.0.0.0/0"],"rules":{}}`); err != nil {
 		t.Fatalf("no rules: %v", err)
+	}
+}
+
+func TestExpandReplacesSecretsOnly(t *testing.T) {
+	values := map[string]string{"key": "s3cr3t", "team": "a-team"}
+	lookup := func(name string) (string, error) {
+		if v, ok := values[name]; ok {
+			return v, nil
+		}
+		return "", fmt.Errorf("no secret %s", name)
+	}
+	got, err := Expand("Bearer ${e2b.secrets.KEY} for ${e2b.secrets.team}, ${kept} $", lookup)
+	if err != nil || got != "Bearer s3cr3t for a-team, ${kept} $" {
+		t.Fatalf("got %q, %v", got, err)
+	}
+	if _, err := Expand("${e2b.secrets.other}", lookup); err == nil || !strings.Contains(err.Error(), "no secret other") {
+		t.Fatalf("a missing secret: %v", err)
+	}
+	if got, err := Expand("plain", lookup); err != nil || got != "plain" {
+		t.Fatalf("no placeholder: %q %v", got, err)
 	}
 }
