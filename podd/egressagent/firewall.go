@@ -36,7 +36,8 @@ type Ruleset struct {
 // Apply replaces the table with the ruleset; it needs CAP_NET_ADMIN in the namespace.
 //
 //   - prerouting (nat): the TCP outside the cluster of a sandbox that may reach domains is
-//     redirected to the proxy, to the listener of its port class (only the proxy sees names);
+//     redirected to the proxy, to the listener of its port class (only the proxy sees names), and
+//     the HTTP and HTTPS of one whose rules set headers;
 //     a sandbox whose rules are addresses alone is decided in the table, at the kernel's speed;
 //   - input and forward (filter): replies pass; the proxy's ports take only redirected connections
 //     of policed sandboxes; every other new packet of a policed sandbox is decided by its allowed
@@ -61,17 +62,24 @@ func (r Ruleset) Apply(conn *nftables.Conn) error {
 
 	policed := &nftables.Set{Table: table, Name: "policed", KeyType: nftables.TypeIPAddr}
 	byName := &nftables.Set{Table: table, Name: "by_name", KeyType: nftables.TypeIPAddr}
-	var all, named []nftables.SetElement
+	byRules := &nftables.Set{Table: table, Name: "by_rules", KeyType: nftables.TypeIPAddr}
+	var all, named, ruled []nftables.SetElement
 	for _, a := range addrs {
 		all = append(all, nftables.SetElement{Key: a.AsSlice()})
-		if len(r.Sandboxes[a].AllowDomains) > 0 {
+		switch p := r.Sandboxes[a]; {
+		case len(p.AllowDomains) > 0:
 			named = append(named, nftables.SetElement{Key: a.AsSlice()})
+		case len(p.Rules) > 0:
+			ruled = append(ruled, nftables.SetElement{Key: a.AsSlice()})
 		}
 	}
 	if err := conn.AddSet(policed, all); err != nil {
 		return err
 	}
 	if err := conn.AddSet(byName, named); err != nil {
+		return err
+	}
+	if err := conn.AddSet(byRules, ruled); err != nil {
 		return err
 	}
 	cluster, err := addIntervalSet(conn, table, "cluster", r.Cluster)
@@ -81,8 +89,15 @@ func (r Ruleset) Apply(conn *nftables.Conn) error {
 
 	nat := conn.AddChain(&nftables.Chain{Name: "redirect", Table: table, Type: nftables.ChainTypeNAT,
 		Hooknum: nftables.ChainHookPrerouting, Priority: nftables.ChainPriorityNATDest})
-	for _, to := range []struct{ dport, port uint16 }{{80, r.Ports.HTTP}, {443, r.Ports.TLS}, {0, r.Ports.Other}} {
-		exprs := slices.Concat(sourceIn(byName), destinationIn(cluster, true), isTCP())
+	// A sandbox whose rules set headers but name no domain to reach has its HTTP and HTTPS
+	// redirected only: the proxy applies rules there, and nowhere else.
+	for _, to := range []struct {
+		from  *nftables.Set
+		dport uint16
+		port  uint16
+	}{{byName, 80, r.Ports.HTTP}, {byName, 443, r.Ports.TLS}, {byName, 0, r.Ports.Other},
+		{byRules, 80, r.Ports.HTTP}, {byRules, 443, r.Ports.TLS}} {
+		exprs := slices.Concat(sourceIn(to.from), destinationIn(cluster, true), isTCP())
 		if to.dport != 0 {
 			exprs = append(exprs, destinationPort(to.dport)...)
 		}

@@ -56,6 +56,19 @@ func runClient(spec string) string {
 			return "error"
 		}
 		return string(b[:n])
+	case "hosted":
+		// "hosted NAME ADDR": an HTTP request to ADDR naming NAME as its Host.
+		name, target, _ := strings.Cut(addr, " ")
+		c := http.Client{Timeout: 3 * time.Second}
+		req, _ := http.NewRequest(http.MethodGet, "http://"+target+"/", nil)
+		req.Host = name
+		res, err := c.Do(req)
+		if err != nil {
+			return "error"
+		}
+		defer res.Body.Close()
+		b, _ := io.ReadAll(res.Body)
+		return string(b)
 	case "tcp":
 		c, err := net.DialTimeout("tcp", addr, time.Second)
 		if err != nil {
@@ -125,6 +138,9 @@ func TestFirewall(t *testing.T) {
 	go func() {
 		_ = http.Serve(http80, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.WriteString(w, "host "+strings.Split(r.Host, ":")[0])
+			if v := r.Header.Get("X-Rule"); v != "" {
+				_, _ = io.WriteString(w, ", X-Rule "+v)
+			}
 		}))
 	}()
 	// One socket per host, so that each answers from its own address.
@@ -149,7 +165,14 @@ func TestFirewall(t *testing.T) {
 	policies := map[netip.Addr]Policy{}
 	var refusals []string
 	ports := Ports{HTTP: 15080, TLS: 15443, Other: 15001}
+	authority, err := LoadAuthority(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
 	proxy := &Proxy{
+		Transforms: &Transforms{Authority: authority, Secrets: func(string) func(string) (string, error) {
+			return func(string) (string, error) { return "from-a-secret", nil }
+		}},
 		Policy: func(src netip.Addr) (Policy, bool) {
 			mu.Lock()
 			defer mu.Unlock()
@@ -231,6 +254,13 @@ func TestFirewall(t *testing.T) {
 		t.Errorf("the proxy saw a sandbox without domains: %q", refusals)
 	}
 	mu.Unlock()
+
+	// Rules alone: the sandbox's HTTP is redirected for them, and a request to a rule's name
+	// goes to that name with the rule's header; the rest of its traffic is not the proxy's.
+	apply(&Spec{Rules: map[string][]Rule{"localhost": {{Transform: &Transform{Headers: map[string]string{"X-Rule": "${e2b.secrets.key}"}}}}}})
+	expect("hosted localhost 203.0.113.11:80", "host localhost, X-Rule from-a-secret")
+	expect("http 203.0.113.11:80", "host 203.0.113.11")
+	expect("udp 203.0.113.11:5353", "echo ping")
 
 	// No policy: the sandbox is not redirected, and reaches both.
 	apply(nil)

@@ -45,8 +45,10 @@ var denyAll = Policy{DenyCIDRs: []netip.Prefix{netip.MustParsePrefix(AllTraffic)
 // (not Succeeded or Failed) and has an address of its own; when two claim one address (a Pod
 // deleted, its address given to a new one), the one not being deleted wins, else the newer.
 // resolvers are allowed to a sandbox that may reach domains, so that it can look them up (E2B
-// adds its nameserver the same way).
-func PlanFor(pods []*corev1.Pod, resolvers []netip.Prefix) Plan {
+// adds its nameserver the same way). rules says whether the agent applies rules: a policy with
+// rules is refused by one that does not, so that its sandbox reaches nothing rather than go out
+// without its headers.
+func PlanFor(pods []*corev1.Pod, resolvers []netip.Prefix, rules bool) Plan {
 	plan := Plan{Sandboxes: map[netip.Addr]Policy{}}
 	owner := map[netip.Addr]*corev1.Pod{}
 	for _, pod := range pods {
@@ -64,11 +66,15 @@ func PlanFor(pods []*corev1.Pod, resolvers []netip.Prefix) Plan {
 		owner[addr] = pod
 		policy, err := ParseAnnotation(raw)
 		answer := Digest(raw)
-		if err != nil {
+		switch {
+		case err != nil:
 			policy, answer = denyAll, "invalid: "+err.Error()
-		} else if !addr.Is4() {
+		case len(policy.Rules) > 0 && !rules:
+			policy, answer = denyAll, "invalid: rules are not applied by this node's egress agent"
+		case !addr.Is4():
 			policy, answer = denyAll, fmt.Sprintf("invalid: the Pod's address %s is not IPv4", addr)
 		}
+		policy.Namespace, policy.PodUID = pod.Namespace, string(pod.UID)
 		if len(policy.AllowDomains) > 0 {
 			policy.AllowCIDRs = append(slices.Clone(policy.AllowCIDRs), resolvers...)
 		}

@@ -8,11 +8,12 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 func sandboxPod(name, ip, egress string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: name, Annotations: map[string]string{},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: name, UID: types.UID("uid-" + name), Annotations: map[string]string{},
 			CreationTimestamp: metav1.NewTime(time.Unix(1000, 0))},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ip},
 	}
@@ -39,7 +40,7 @@ func TestPlanFor(t *testing.T) {
 		sandboxPod("done", "198.18.0.5", denyList, func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }),
 		sandboxPod("host", "198.18.0.6", denyList, func(p *corev1.Pod) { p.Spec.HostNetwork = true }),
 		sandboxPod("bad", "198.18.0.7", `{"allowOut":["a.test"]}`),
-	}, []netip.Prefix{resolver})
+	}, []netip.Prefix{resolver}, false)
 
 	if len(plan.Sandboxes) != 3 {
 		t.Fatalf("policed %v", plan.Key())
@@ -64,6 +65,26 @@ func TestPlanFor(t *testing.T) {
 	}
 }
 
+func TestPlanForRulesOnlyWhereApplied(t *testing.T) {
+	ruled := `{"rules":{"a.test":[{"transform":{"headers":{"X-Key":"${e2b.secrets.key}"}}}]}}`
+	pods := []*corev1.Pod{sandboxPod("ruled", "198.18.0.2", ruled)}
+	refused := PlanFor(pods, nil, false)
+	if p := refused.Sandboxes[netip.MustParseAddr("198.18.0.2")]; len(p.Rules) != 0 || len(p.DenyCIDRs) != 1 {
+		t.Errorf("an agent that does not apply rules lets the sandbox reach nothing: %+v", p)
+	}
+	if a := refused.Answers[0].Value; a != "invalid: rules are not applied by this node's egress agent" {
+		t.Errorf("answer %q", a)
+	}
+	applied := PlanFor(pods, nil, true)
+	p := applied.Sandboxes[netip.MustParseAddr("198.18.0.2")]
+	if len(p.Rules) != 1 || p.Namespace != "t" || p.PodUID != "uid-ruled" {
+		t.Errorf("policy %+v", p)
+	}
+	if applied.Answers[0].Value != Digest(ruled) {
+		t.Errorf("answer %q", applied.Answers[0].Value)
+	}
+}
+
 func TestPlanForAnAddressTwoPodsClaim(t *testing.T) {
 	gone := sandboxPod("gone", "198.18.0.2", `{"denyOut":["0.0.0.0/0"]}`, func(p *corev1.Pod) {
 		now := metav1.NewTime(time.Unix(2000, 0))
@@ -71,7 +92,7 @@ func TestPlanForAnAddressTwoPodsClaim(t *testing.T) {
 	})
 	fresh := sandboxPod("fresh", "198.18.0.2", `{"denyOut":["1.2.3.4"]}`)
 	for _, order := range [][]*corev1.Pod{{gone, fresh}, {fresh, gone}} {
-		plan := PlanFor(order, nil)
+		plan := PlanFor(order, nil, false)
 		if p := plan.Sandboxes[netip.MustParseAddr("198.18.0.2")]; len(p.DenyCIDRs) != 1 || p.DenyCIDRs[0].Bits() != 32 {
 			t.Errorf("the Pod not being deleted wins: %+v", p)
 		}
@@ -83,7 +104,7 @@ func TestPlanForAnAddressTwoPodsClaim(t *testing.T) {
 	newer := sandboxPod("newer", "198.18.0.2", `{"denyOut":["1.2.3.4"]}`, func(p *corev1.Pod) {
 		p.CreationTimestamp = metav1.NewTime(time.Unix(3000, 0))
 	})
-	if plan := PlanFor([]*corev1.Pod{newer, older}, nil); plan.Answers[0].Name != "newer" {
+	if plan := PlanFor([]*corev1.Pod{newer, older}, nil, false); plan.Answers[0].Name != "newer" {
 		t.Errorf("the newer Pod wins: %+v", plan.Answers)
 	}
 }

@@ -31,6 +31,9 @@ type Policy struct {
 	DenyCIDRs    []netip.Prefix
 	// Rules set headers on requests to their domains; they allow nothing by themselves.
 	Rules []HostRule
+	// Namespace and PodUID are the sandbox Pod's: where its rules' secrets are, whose CA its
+	// intercepted connections are served with.
+	Namespace, PodUID string
 }
 
 // Match says what decided a verdict.
@@ -88,11 +91,7 @@ func Parse(s Spec) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
-	if len(rules) > 0 {
-		// Checked and matched (RuleFor), not yet applied to connections: refused, so that the
-		// sandbox reaches nothing rather than go out without its headers.
-		return Policy{}, fmt.Errorf("rules are not applied by this agent yet")
-	}
+	p.Rules = rules
 	return p, nil
 }
 

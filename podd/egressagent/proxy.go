@@ -58,6 +58,9 @@ type Proxy struct {
 	Log func(format string, args ...any)
 	// Metrics counts its decisions (nil: none).
 	Metrics *Metrics
+	// Transforms apply the rules of a connection's domain (nil: a connection a rule names is
+	// closed, never sent on without its headers).
+	Transforms *Transforms
 }
 
 // Serve accepts connections of one port class until the listener closes.
@@ -120,10 +123,19 @@ func (p *Proxy) handle(conn net.Conn, class PortClass) {
 		p.logf("egress: refused %s -> %s (host %q, by %s)", src, dst, host, match)
 		return
 	}
+	if rule := policy.RuleFor(host); rule != nil && class != ClassOther {
+		if p.Transforms == nil {
+			p.logf("egress: %s -> %s (host %q): rules are not applied here; closed", src, dst, host)
+			return
+		}
+		p.Transforms.serve(p, intercepted{conn: newReplayConn(conn, peeked), tls: class == ClassTLS,
+			host: host, port: dst.Port(), policy: policy, rule: rule, match: match})
+		return
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	var upstream net.Conn
 	if match == MatchDomain {
-		upstream, err = p.dialByName(ctx, net.JoinHostPort(host, strconv.Itoa(int(dst.Port()))))
+		upstream, err = p.dialByName(ctx, net.JoinHostPort(host, strconv.Itoa(int(dst.Port()))), nil)
 	} else {
 		upstream, err = p.dialer().DialContext(ctx, "tcp", dst.String())
 	}
@@ -142,8 +154,9 @@ func (p *Proxy) handle(conn net.Conn, class PortClass) {
 }
 
 // dialByName connects to an allowed name as the proxy resolves it, never to what the sandbox
-// resolved (its /etc/hosts is its own), and refuses addresses in NeverByName before connecting.
-func (p *Proxy) dialByName(ctx context.Context, address string) (net.Conn, error) {
+// resolved (its /etc/hosts is its own), and refuses addresses in NeverByName, or that allowed
+// refuses (when given), before connecting.
+func (p *Proxy) dialByName(ctx context.Context, address string, allowed func(netip.Addr) error) (net.Conn, error) {
 	d := p.dialer()
 	d.Resolver = p.Resolver
 	d.ControlContext = func(_ context.Context, _, resolved string, _ syscall.RawConn) error {
@@ -155,6 +168,9 @@ func (p *Proxy) dialByName(ctx context.Context, address string) (net.Conn, error
 			if prefix.Contains(ap.Addr().Unmap()) {
 				return fmt.Errorf("%s resolves to %s, inside %s", address, ap.Addr(), prefix)
 			}
+		}
+		if allowed != nil {
+			return allowed(ap.Addr().Unmap())
 		}
 		return nil
 	}

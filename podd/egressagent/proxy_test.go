@@ -24,26 +24,31 @@ func proxyFor(t *testing.T, class PortClass, policy *Policy, dst netip.AddrPort,
 
 func proxyWith(t *testing.T, metrics *Metrics, class PortClass, policy *Policy, dst netip.AddrPort, neverByName ...string) string {
 	t.Helper()
+	p := &Proxy{Metrics: metrics}
+	for _, n := range neverByName {
+		p.NeverByName = append(p.NeverByName, netip.MustParsePrefix(n))
+	}
+	return startProxy(t, p, class, policy, dst)
+}
+
+// startProxy serves p on loopback for one port class, for the sandbox 127.0.0.1 with the policy,
+// as if each connection had been redirected from dst.
+func startProxy(t *testing.T, p *Proxy, class PortClass, policy *Policy, dst netip.AddrPort) string {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { l.Close() })
-	p := &Proxy{
-		Policy: func(src netip.Addr) (Policy, bool) {
-			if policy == nil || src != netip.MustParseAddr("127.0.0.1") {
-				return Policy{}, false
-			}
-			return *policy, true
-		},
-		OriginalDestination: func(net.Conn) (netip.AddrPort, error) { return dst, nil },
-		PeekTimeout:         time.Second,
-		Log:                 t.Logf,
-		Metrics:             metrics,
+	p.Policy = func(src netip.Addr) (Policy, bool) {
+		if policy == nil || src != netip.MustParseAddr("127.0.0.1") {
+			return Policy{}, false
+		}
+		return *policy, true
 	}
-	for _, n := range neverByName {
-		p.NeverByName = append(p.NeverByName, netip.MustParsePrefix(n))
-	}
+	p.OriginalDestination = func(net.Conn) (netip.AddrPort, error) { return dst, nil }
+	p.PeekTimeout = time.Second
+	p.Log = t.Logf
 	go func() { _ = p.Serve(l, class) }()
 	return l.Addr().String()
 }

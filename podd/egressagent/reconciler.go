@@ -32,6 +32,8 @@ type Agent struct {
 	Resolvers []netip.Prefix
 	// Metrics counts its table's writes (nil: none).
 	Metrics *Metrics
+	// Rules says whether its proxy applies rules (Proxy.Transforms).
+	Rules bool
 
 	policies atomic.Pointer[map[netip.Addr]Policy]
 	applied  string
@@ -101,7 +103,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // reconcile applies the plan for the Pods when it changes what is enforced, then answers.
 func (a *Agent) reconcile(ctx context.Context, pods []*corev1.Pod) error {
-	plan := PlanFor(pods, a.Resolvers)
+	plan := PlanFor(pods, a.Resolvers, a.Rules)
 	if key := plan.Key(); key != a.applied || !a.ready.Load() {
 		conn, err := nftables.New()
 		if err != nil {

@@ -122,16 +122,6 @@ func TestRuleForPrefersExactThenLongestWildcard(t *testing.T) {
 	}
 }
 
-func TestAnAgentThatCannotApplyRulesRefusesThem(t *testing.T) {
-	_, err := ParseAnnotation(`{"allowOut":["a.example"],"denyOut":["0.0.0.0/0"],"rules":{"a.example":[{"transform":{"headers":{"X-A":"b"}}}]}}`)
-	if err == nil || !strings.Contains(err.Error(), "not applied") {
-		t.Fatalf("got %v", err)
-	}
-	if _, err := ParseAnnotation(`{"denyOut":["0.0.0.0/0"],"rules":{}}`); err != nil {
-		t.Fatalf("no rules: %v", err)
-	}
-}
-
 func TestExpandReplacesSecretsOnly(t *testing.T) {
 	values := map[string]string{"key": "s3cr3t", "team": "a-team"}
 	lookup := func(name string) (string, error) {
