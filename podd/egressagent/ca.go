@@ -145,6 +145,17 @@ func (a *Authority) Forget(podUID string) {
 	delete(a.pods, podUID)
 }
 
+// Retain forgets every Pod but those named.
+func (a *Authority) Retain(podUIDs map[string]bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for uid := range a.pods {
+		if !podUIDs[uid] {
+			delete(a.pods, uid)
+		}
+	}
+}
+
 func (a *Authority) podLocked(podUID string, published []byte) (*podCA, error) {
 	if podUID == "" {
 		return nil, errors.New("a CA needs the Pod's UID")

@@ -17,6 +17,9 @@ const (
 	// AnnotationEgressApplied is the agent's answer on the Pod: the Digest of the AnnotationEgress
 	// it enforces, or "invalid: " and why it refused it (and then lets the sandbox reach nothing).
 	AnnotationEgressApplied = "pod.cubeplex.ai/egress-applied"
+	// AnnotationEgressCA is the certificate (PEM) of the CA the agent serves a sandbox's
+	// intercepted connections with, for the sandbox to trust; set while it has rules.
+	AnnotationEgressCA = "pod.cubeplex.ai/egress-ca"
 	// LabelTemplate marks sandbox Pods, the only ones the agent reads.
 	LabelTemplate = "pod.cubeplex.ai/template"
 )

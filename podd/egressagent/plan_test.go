@@ -108,3 +108,39 @@ func TestPlanForAnAddressTwoPodsClaim(t *testing.T) {
 		t.Errorf("the newer Pod wins: %+v", plan.Answers)
 	}
 }
+
+func TestAnswersCarryTheCAOfASandboxWithRules(t *testing.T) {
+	ruled := `{"rules":{"a.test":[{"transform":{"headers":{"X-A":"b"}}}]}}`
+	plain := `{"denyOut":["198.19.0.0/24"]}`
+	pods := []*corev1.Pod{sandboxPod("ruled", "198.18.0.2", ruled), sandboxPod("plain", "198.18.0.3", plain)}
+	authority, err := LoadAuthority(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	agent := &Agent{Authority: authority}
+	got, err := agent.annotations(pods, PlanFor(pods, nil, true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := got[podName{"t", "ruled"}][AnnotationEgressCA]
+	if !strings.Contains(ca, "BEGIN CERTIFICATE") || got[podName{"t", "ruled"}][AnnotationEgressApplied] != Digest(ruled) {
+		t.Fatalf("the ruled Pod's patch: %v", got[podName{"t", "ruled"}])
+	}
+	if _, has := got[podName{"t", "plain"}][AnnotationEgressCA]; has {
+		t.Error("a sandbox without rules gets a CA")
+	}
+	// Once both are written, nothing more is.
+	pods[0].Annotations[AnnotationEgressCA] = ca
+	pods[0].Annotations[AnnotationEgressApplied] = Digest(ruled)
+	pods[1].Annotations[AnnotationEgressApplied] = Digest(plain)
+	if again, _ := agent.annotations(pods, PlanFor(pods, nil, true)); len(again) != 0 {
+		t.Errorf("written again: %v", again)
+	}
+	// A Pod gone is forgotten.
+	if _, err := agent.annotations(pods[1:], PlanFor(pods[1:], nil, true)); err != nil {
+		t.Fatal(err)
+	}
+	if len(authority.pods) != 0 {
+		t.Errorf("a gone Pod's CA is kept: %d", len(authority.pods))
+	}
+}

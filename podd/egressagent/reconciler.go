@@ -32,8 +32,9 @@ type Agent struct {
 	Resolvers []netip.Prefix
 	// Metrics counts its table's writes (nil: none).
 	Metrics *Metrics
-	// Rules says whether its proxy applies rules (Proxy.Transforms).
-	Rules bool
+	// Authority mints the CAs of sandboxes with rules, which its proxy (Proxy.Transforms)
+	// applies; nil: it applies no rules, and refuses policies with them.
+	Authority *Authority
 
 	policies atomic.Pointer[map[netip.Addr]Policy]
 	applied  string
@@ -103,7 +104,7 @@ func (a *Agent) Run(ctx context.Context) error {
 
 // reconcile applies the plan for the Pods when it changes what is enforced, then answers.
 func (a *Agent) reconcile(ctx context.Context, pods []*corev1.Pod) error {
-	plan := PlanFor(pods, a.Resolvers, a.Rules)
+	plan := PlanFor(pods, a.Resolvers, a.Authority != nil)
 	if key := plan.Key(); key != a.applied || !a.ready.Load() {
 		conn, err := nftables.New()
 		if err != nil {
@@ -131,13 +132,60 @@ func (a *Agent) reconcile(ctx context.Context, pods []*corev1.Pod) error {
 			log.Printf("egress agent: enforcing for %d sandboxes on %s", len(plan.Sandboxes), a.Node)
 		}
 	}
-	for _, answer := range plan.Answers {
-		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-			"annotations": map[string]string{AnnotationEgressApplied: answer.Value}}})
-		_, err := a.Client.CoreV1().Pods(answer.Namespace).Patch(ctx, answer.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "cubepod-egress-agent"})
+	annotations, err := a.annotations(pods, plan)
+	if err != nil {
+		return err
+	}
+	for pod, values := range annotations {
+		patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": values}})
+		_, err := a.Client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "cubepod-egress-agent"})
 		if err != nil && !errors.IsNotFound(err) {
-			return fmt.Errorf("answering %s/%s: %w", answer.Namespace, answer.Name, err)
+			return fmt.Errorf("answering %s/%s: %w", pod.Namespace, pod.Name, err)
 		}
 	}
 	return nil
+}
+
+// podName names a Pod.
+type podName struct{ Namespace, Name string }
+
+// annotations are what the agent writes on Pods: the plan's answers, and the CA of each sandbox
+// with rules, in the same patch as its answer, so that a sandbox is never told its rules hold
+// before its CA is there to trust.
+func (a *Agent) annotations(pods []*corev1.Pod, plan Plan) (map[podName]map[string]string, error) {
+	out := map[podName]map[string]string{}
+	set := func(pod podName, key, value string) {
+		if out[pod] == nil {
+			out[pod] = map[string]string{}
+		}
+		out[pod][key] = value
+	}
+	for _, answer := range plan.Answers {
+		set(podName{answer.Namespace, answer.Name}, AnnotationEgressApplied, answer.Value)
+	}
+	if a.Authority == nil {
+		return out, nil
+	}
+	live := map[string]bool{}
+	for _, pod := range pods {
+		addr, err := netip.ParseAddr(pod.Status.PodIP)
+		if err != nil {
+			continue
+		}
+		policy, ok := plan.Sandboxes[addr]
+		if !ok || len(policy.Rules) == 0 || policy.PodUID != string(pod.UID) {
+			continue
+		}
+		live[policy.PodUID] = true
+		published := pod.Annotations[AnnotationEgressCA]
+		ca, err := a.Authority.CA(policy.PodUID, []byte(published))
+		if err != nil {
+			return nil, fmt.Errorf("the CA of %s/%s: %w", pod.Namespace, pod.Name, err)
+		}
+		if string(ca) != published {
+			set(podName{pod.Namespace, pod.Name}, AnnotationEgressCA, string(ca))
+		}
+	}
+	a.Authority.Retain(live)
+	return out, nil
 }

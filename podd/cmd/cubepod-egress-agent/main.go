@@ -19,10 +19,19 @@
 //	                               first (unset: the node's resolver)
 //	CUBEPOD_EGRESS_AGENT_SOURCE    the address the proxy dials from (unset: the kernel's choice),
 //	                               for a node that routes its sandboxes' traffic by source
+//	CUBEPOD_EGRESS_AGENT_STATE     a directory of its own on the node, where it keeps the root key
+//	                               of its sandboxes' CAs: set, it applies rules (headers set on a
+//	                               sandbox's requests to a domain); unset, it applies none and
+//	                               refuses the policies that have them
+//	CUBEPOD_EGRESS_SECRET_NAME     the Secret, in each sandbox's namespace, whose keys rules name
+//	                               as ${e2b.secrets.NAME} (default cubepod-egress-secrets)
+//	CUBEPOD_EGRESS_UPSTREAM_CA     a PEM file of CAs trusted beside the node's for the domains
+//	                               rules name
 package main
 
 import (
 	"context"
+	"crypto/x509"
 	"fmt"
 	"log"
 	"net"
@@ -109,6 +118,15 @@ func main() {
 			return d.DialContext(ctx, network, server)
 		}}
 	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if state := os.Getenv("CUBEPOD_EGRESS_AGENT_STATE"); state != "" {
+		transforms, err := transformsFrom(ctx, client, state)
+		if err != nil {
+			fail("%v", err)
+		}
+		agent.Authority, proxy.Transforms = transforms.Authority, transforms
+	}
 	for _, l := range []struct {
 		port  uint16
 		class egressagent.PortClass
@@ -136,14 +154,46 @@ func main() {
 		fail("health: %v", http.ListenAndServe(health, mux))
 	}()
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	log.Printf("egress agent on %s: proxy on ports %d (80), %d (443), %d (others)", node, ports.HTTP, ports.TLS, ports.Other)
 	// The table stays when the agent stops: redirected connections then find no proxy, so the
 	// node's sandboxes stay inside their policy until it is back.
 	if err := agent.Run(ctx); err != nil {
 		fail("%v", err)
 	}
+}
+
+// transformsFrom sets up the rules' side: the CAs from the state directory, the secrets from a
+// watch of their Secrets, the CAs the domains' certificates are verified with.
+func transformsFrom(ctx context.Context, client kubernetes.Interface, state string) (*egressagent.Transforms, error) {
+	authority, err := egressagent.LoadAuthority(state)
+	if err != nil {
+		return nil, fmt.Errorf("CUBEPOD_EGRESS_AGENT_STATE: %w", err)
+	}
+	roots, err := x509.SystemCertPool()
+	if err != nil {
+		roots = x509.NewCertPool()
+	}
+	if file := os.Getenv("CUBEPOD_EGRESS_UPSTREAM_CA"); file != "" {
+		pem, err := os.ReadFile(file)
+		if err != nil {
+			return nil, fmt.Errorf("CUBEPOD_EGRESS_UPSTREAM_CA: %w", err)
+		}
+		if !roots.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("CUBEPOD_EGRESS_UPSTREAM_CA: %s holds no PEM certificate", file)
+		}
+	}
+	name := os.Getenv("CUBEPOD_EGRESS_SECRET_NAME")
+	if name == "" {
+		name = "cubepod-egress-secrets"
+	}
+	secrets := egressagent.NewSecrets(client, name)
+	go func() {
+		// Unread, each request that needs a secret is answered 502 naming why; the rest goes on.
+		if err := secrets.Run(ctx); err != nil {
+			log.Printf("egress agent: %v", err)
+		}
+	}()
+	return &egressagent.Transforms{Authority: authority, Secrets: secrets.Lookup, RootCAs: roots}, nil
 }
 
 func restConfig() (*rest.Config, error) {
