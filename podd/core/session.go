@@ -17,6 +17,9 @@ type Init struct {
 	EnvVars        map[string]string `json:"envVars"`
 	DefaultUser    string            `json:"defaultUser"`
 	DefaultWorkdir string            `json:"defaultWorkdir"`
+	// CABundle is the sandbox's egress CA (PEM), as envd's caBundle: trusted from now on; ""
+	// removes it; absent leaves it as it is.
+	CABundle *string `json:"caBundle"`
 }
 
 // Session is what /init set: the access token every call must carry, the environment of new
@@ -27,6 +30,8 @@ type Session struct {
 	envs    map[string]string
 	user    string
 	workdir string
+	// ca: an egress CA is installed, and new processes are told where (CAEnv).
+	ca bool
 	// fixed are podd's own variables, which /init cannot replace.
 	fixed map[string]string
 }
@@ -123,7 +128,18 @@ func (s *Session) Env(u *User) []string {
 	env = append(env, "HOME="+u.Home, "USER="+u.Name, "LOGNAME="+u.Name)
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	if s.ca {
+		// Before /init's variables, which may name other files.
+		env = append(env, Pairs(CAEnv())...)
+	}
 	return append(env, Pairs(s.envs, s.fixed)...)
+}
+
+// SetCA records whether an egress CA is installed.
+func (s *Session) SetCA(installed bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.ca = installed
 }
 
 // Envs is every variable /init and podd set, as GET /envs answers them.

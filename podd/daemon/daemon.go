@@ -36,11 +36,13 @@ type Daemon struct {
 	processes *process.Service
 	// workspace is the directory /init hands to the default user (core.Workspace).
 	workspace string
+	// root is the sandbox's root, where /init's CA is installed ("/").
+	root string
 }
 
 // New is the daemon of one sandbox: its credential guard and its session.
 func New(guard *control.Guard, session *core.Session) *Daemon {
-	d := &Daemon{guard: guard, session: session, mux: http.NewServeMux(), host: newHost(), workspace: core.Workspace}
+	d := &Daemon{guard: guard, session: session, mux: http.NewServeMux(), host: newHost(), workspace: core.Workspace, root: "/"}
 	opts := []connect.HandlerOption{connect.WithReadMaxBytes(maxMessage)}
 	d.mux.Handle(filesystemconnect.NewFilesystemHandler(filesystem.New(session), opts...))
 	d.processes = process.New(session)
@@ -137,9 +139,24 @@ func (d *Daemon) init(w http.ResponseWriter, r *http.Request) {
 		files.Write(w, http.StatusBadRequest, "bad /init body: "+err.Error())
 		return
 	}
+	var cas [][]byte
+	if body.CABundle != nil {
+		var err error
+		if cas, err = core.ParseCABundle(*body.CABundle); err != nil {
+			files.Write(w, http.StatusBadRequest, "bad /init body: "+err.Error())
+			return
+		}
+	}
 	if err := d.session.Apply(body); err != nil {
 		files.Write(w, http.StatusBadRequest, "bad /init body: "+err.Error())
 		return
+	}
+	if body.CABundle != nil {
+		if err := core.InstallCA(d.root, cas); err != nil {
+			files.Write(w, http.StatusInternalServerError, "installing the egress CA: "+err.Error())
+			return
+		}
+		d.session.SetCA(len(cas) > 0)
 	}
 	if body.DefaultUser != "" {
 		if u, err := core.LookupUser(body.DefaultUser); err == nil {

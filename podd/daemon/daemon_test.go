@@ -3,12 +3,22 @@ package daemon
 import (
 	"bytes"
 	"context"
+	"crypto/ecdsa"
 	"crypto/ed25519"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"errors"
+	"math/big"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -26,13 +36,16 @@ type fixture struct {
 	key        ed25519.PrivateKey
 }
 
-func start(t *testing.T) *fixture {
+func start(t *testing.T, configure ...func(*Daemon)) *fixture {
 	t.Helper()
 	pub, key, err := ed25519.GenerateKey(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	d := New(control.NewGuard(pub, pod), core.NewSession(map[string]string{"E2B_SANDBOX": "true"}))
+	for _, c := range configure {
+		c(d)
+	}
 	srv := httptest.NewServer(d)
 	t.Cleanup(srv.Close)
 	return &fixture{url: srv.URL, credential: control.Sign(key, control.Grant{Box: box, Pod: pod}), key: key}
@@ -138,4 +151,46 @@ func TestDiskIsTheFilesystemsOwnOrNone(t *testing.T) {
 	if used, total := disk("/no/such/path"); used != 0 || total != 0 {
 		t.Errorf("no filesystem: used %d of %d", used, total)
 	}
+}
+
+func TestInitInstallsTheEgressCA(t *testing.T) {
+	root := t.TempDir()
+	f := start(t, func(d *Daemon) { d.root = root })
+	if res := f.call(t, "POST", "/init", map[string]any{"accessToken": "tok", "caBundle": "not a certificate"},
+		control.Header, f.credential); res.StatusCode != 400 {
+		t.Fatalf("a bad caBundle: %d", res.StatusCode)
+	}
+	// Refused whole: the token of that /init was not taken.
+	if res := f.call(t, "GET", "/envs", nil, control.Header, f.credential); res.StatusCode != 200 {
+		t.Fatalf("after a refused /init: %d", res.StatusCode)
+	}
+	ca := egressCA(t)
+	if res := f.call(t, "POST", "/init", map[string]any{"caBundle": ca}, control.Header, f.credential); res.StatusCode != 204 {
+		t.Fatalf("init: %d", res.StatusCode)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, core.EgressCAFile)); string(got) != ca {
+		t.Errorf("the CA file holds %q", got)
+	}
+	if got, _ := os.ReadFile(filepath.Join(root, core.SystemBundle)); string(got) != ca {
+		t.Errorf("the system bundle holds %q", got)
+	}
+	if res := f.call(t, "POST", "/init", map[string]any{"caBundle": ""}, control.Header, f.credential); res.StatusCode != 204 {
+		t.Fatalf("init removing it: %d", res.StatusCode)
+	}
+	if _, err := os.Stat(filepath.Join(root, core.EgressCAFile)); !os.IsNotExist(err) {
+		t.Errorf("the CA file after its removal: %v", err)
+	}
+}
+
+// egressCA is a CA of the egress agent's kind, PEM.
+func egressCA(t *testing.T) string {
+	t.Helper()
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{Organization: []string{"CubePod egress"}},
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), IsCA: true, BasicConstraintsValid: true}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }
