@@ -61,10 +61,6 @@ func (d *Daemon) MeasureDisk(path string) { d.host.disk = path }
 // its children when it is the container's first process.
 func (d *Daemon) ReapOrphans() { d.processes.ReapOrphans() }
 
-// Warm starts the shells an agent's first calls start once, so that those calls find them read
-// (process.Service.Warm).
-func (d *Daemon) Warm() { d.processes.Warm() }
-
 // rpc says whether a request is a Connect call (errors are then answered in Connect's format).
 func rpc(r *http.Request) bool {
 	return strings.HasPrefix(r.URL.Path, "/filesystem.Filesystem/") || strings.HasPrefix(r.URL.Path, "/process.Process/")

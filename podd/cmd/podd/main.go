@@ -80,6 +80,5 @@ func main() {
 		IdleTimeout:       640 * time.Second,
 	}
 	log.Printf("podd %s listening on :%d", daemon.Version, c.port)
-	go d.Warm()
 	log.Fatal(srv.ListenAndServe())
 }
