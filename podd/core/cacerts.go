@@ -37,7 +37,7 @@ func ParseCABundle(bundle string) ([][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("caBundle: %w", err)
 		}
-		if !cert.IsCA || !slices.Contains(cert.Subject.Organization, egressOrganization) {
+		if !isEgressCA(cert) {
 			return nil, fmt.Errorf("caBundle: %q is not a CA of CubePod's egress agent", cert.Subject.CommonName)
 		}
 		ours = append(ours, pem.EncodeToMemory(block))
@@ -62,7 +62,7 @@ func InstallCA(root string, ours [][]byte) error {
 		if block == nil {
 			break
 		}
-		if !isEgressCA(block) {
+		if cert, err := x509.ParseCertificate(block.Bytes); block.Type != "CERTIFICATE" || err != nil || !isEgressCA(cert) {
 			next.Write(pem.EncodeToMemory(block))
 		}
 		rest = after
@@ -93,12 +93,9 @@ func CAEnv() map[string]string {
 	}
 }
 
-func isEgressCA(block *pem.Block) bool {
-	if block.Type != "CERTIFICATE" {
-		return false
-	}
-	cert, err := x509.ParseCertificate(block.Bytes)
-	return err == nil && cert.IsCA && slices.Contains(cert.Subject.Organization, egressOrganization)
+// isEgressCA says whether a certificate is a CA of the egress agent (its organization).
+func isEgressCA(cert *x509.Certificate) bool {
+	return cert.IsCA && slices.Contains(cert.Subject.Organization, egressOrganization)
 }
 
 // replaceFile writes a file whole (world-readable, as trust stores are) by a rename, so that no

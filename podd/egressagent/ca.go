@@ -138,13 +138,6 @@ func (a *Authority) Leaf(podUID, name string) (*tls.Certificate, error) {
 	return leaf, nil
 }
 
-// Forget drops what the authority holds for a Pod that is gone.
-func (a *Authority) Forget(podUID string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	delete(a.pods, podUID)
-}
-
 // Retain forgets every Pod but those named.
 func (a *Authority) Retain(podUIDs map[string]bool) {
 	a.mu.Lock()

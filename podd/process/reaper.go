@@ -38,19 +38,8 @@ func (s *Service) reap() {
 
 // zombies are the ended children of parent that nobody has waited for.
 func zombies(parent int) []int {
-	var out []int
-	for pid, state := range children(parent) {
-		if state == "Z" {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
-// children are parent's child processes, by pid, with their state letter (/proc/<pid>/stat).
-func children(parent int) map[int]string {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
-	out := map[int]string{}
+	var out []int
 	for _, path := range stats {
 		raw, err := os.ReadFile(path)
 		if err != nil {
@@ -62,11 +51,11 @@ func children(parent int) map[int]string {
 			rest = rest[i+1:]
 		}
 		f := strings.Fields(rest)
-		if len(f) < 2 || f[1] != strconv.Itoa(parent) {
+		if len(f) < 2 || f[0] != "Z" || f[1] != strconv.Itoa(parent) {
 			continue
 		}
 		if pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path))); err == nil {
-			out[pid] = f[0]
+			out = append(out, pid)
 		}
 	}
 	return out
